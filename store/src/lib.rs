@@ -1,0 +1,265 @@
+//! `outbox-store`: everything of fenced-outbox that speaks SQL, for every role (producer,
+//! dispatcher, admin). [`Store`] is one enum over the backends, chosen by the URL's scheme;
+//! its public API carries no backend-specific types. Each backend module holds the same
+//! functions over its own `sql/<backend>/*.sql` files.
+//!
+//! Leases (DESIGN.md G1–G3): [`Store::lease_try_acquire`] grants a fresh owner id and the next
+//! fencing token in one linearised statement; [`Store::lease_renew`] keeps the token and needs
+//! the same owner, token and an unexpired lease; [`Store::lease_release`] needs the same owner
+//! and token. Expiry is decided by the database clock only.
+
+pub mod error;
+pub mod migrate;
+pub mod model;
+pub mod postgres;
+pub mod sqlite;
+
+use std::time::Duration;
+
+pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
+pub use migrate::MigrationReport;
+pub use model::{FencingToken, Lease, LeaseRow, OwnerId, ResourceName, TtlBounds};
+
+use postgres::PgStore;
+use sqlite::SqliteStore;
+
+/// How a [`Store`] connects and what it accepts.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// The allowed lease time to live. Default: 5 s..=300 s, as in the seed.
+    pub lease_ttl: TtlBounds,
+    /// Most pooled connections. Default: 10.
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection before failing as unavailable. Default: 30 s.
+    pub acquire_timeout: Duration,
+    /// How long SQLite waits for another writer before failing as retryable. Default: 10 s.
+    pub sqlite_busy_timeout: Duration,
+    /// `application_name` shown by PostgreSQL's `pg_stat_activity`. Default: `fenced-outbox`.
+    pub application_name: String,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            lease_ttl: TtlBounds::default(),
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(30),
+            sqlite_busy_timeout: Duration::from_secs(10),
+            application_name: "fenced-outbox".to_owned(),
+        }
+    }
+}
+
+/// A connection pool to the outbox database, whichever backend it is.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: BackendStore,
+    lease_ttl: TtlBounds,
+}
+
+#[derive(Debug, Clone)]
+enum BackendStore {
+    Postgres(PgStore),
+    Sqlite(SqliteStore),
+}
+
+/// Runs the same call on whichever backend the store holds.
+macro_rules! on_backend {
+    ($store:expr, $b:ident => $call:expr) => {
+        match &$store.backend {
+            BackendStore::Postgres($b) => $call,
+            BackendStore::Sqlite($b) => $call,
+        }
+    };
+}
+
+impl Store {
+    /// Connects by URL: `postgres://…` (or `postgresql://…`), `sqlite://path` (the file is
+    /// created when missing) or `mssql://…`. The URL is never echoed in errors: it may hold a
+    /// password.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Store, Error> {
+        let backend = match backend_of(url)? {
+            Backend::Postgres => BackendStore::Postgres(PgStore::connect(url, &options).await?),
+            Backend::Sqlite => BackendStore::Sqlite(SqliteStore::connect(url, &options).await?),
+            Backend::Mssql => {
+                return Err(InvalidInput::new(
+                    "database_url",
+                    "the SQL Server backend is not part of this build yet; use postgres:// or sqlite://",
+                )
+                .into());
+            }
+        };
+        Ok(Store {
+            backend,
+            lease_ttl: options.lease_ttl,
+        })
+    }
+
+    /// Which backend this store speaks to.
+    pub fn backend(&self) -> Backend {
+        match self.backend {
+            BackendStore::Postgres(_) => Backend::Postgres,
+            BackendStore::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The lease time-to-live bounds this store enforces.
+    pub fn lease_ttl_bounds(&self) -> TtlBounds {
+        self.lease_ttl
+    }
+
+    /// Applies the migrations this build carries that the database lacks, in one transaction.
+    pub async fn migrate(&self) -> Result<MigrationReport, Error> {
+        on_backend!(self, b => b.migrate().await)
+    }
+
+    /// Acquires the lease on `resource` for `ttl` when nobody holds it (free, released or
+    /// expired by the database clock). Returns `None` when another owner holds it.
+    /// Each success has a fresh owner id and a token larger than every earlier one (G1).
+    pub async fn lease_try_acquire(
+        &self,
+        resource: &ResourceName,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, Error> {
+        let ttl_ms = self.lease_ttl.check(ttl)?;
+        let owner_id = OwnerId::new_random();
+        let granted = on_backend!(self, b => b.lease_acquire(resource, owner_id, ttl_ms).await)?;
+        Ok(granted.map(|(token, expires_at)| Lease {
+            resource: resource.clone(),
+            owner_id,
+            token,
+            expires_at,
+        }))
+    }
+
+    /// Extends `lease` to `ttl` from now (database clock) and returns it with its new expiry,
+    /// or `None` when it is no longer held by this owner and token or has already expired,
+    /// even if nobody else acquired it since (G3).
+    pub async fn lease_renew(&self, lease: &Lease, ttl: Duration) -> Result<Option<Lease>, Error> {
+        let ttl_ms = self.lease_ttl.check(ttl)?;
+        let renewed = on_backend!(self, b => b
+            .lease_renew(&lease.resource, lease.owner_id, lease.token, ttl_ms)
+            .await)?;
+        Ok(renewed.map(|expires_at| Lease {
+            expires_at,
+            ..lease.clone()
+        }))
+    }
+
+    /// Releases `lease`; `false` when this owner and token no longer hold it (G3). The token
+    /// is kept, so the next acquisition still gets a larger one.
+    pub async fn lease_release(&self, lease: &Lease) -> Result<bool, Error> {
+        on_backend!(self, b => b.lease_release(&lease.resource, lease.owner_id, lease.token).await)
+    }
+
+    /// Every lease row, ordered by resource, with whether it is held now (database clock).
+    pub async fn lease_list(&self) -> Result<Vec<LeaseRow>, Error> {
+        on_backend!(self, b => b.lease_list().await)
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        on_backend!(self, b => b.ping().await)
+    }
+
+    /// Closes every pooled connection and waits for them to finish.
+    pub async fn close(&self) {
+        on_backend!(self, b => b.close().await)
+    }
+}
+
+/// The backend a database URL names, by its scheme.
+pub fn backend_of(url: &str) -> Result<Backend, InvalidInput> {
+    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("postgres" | "postgresql") => Ok(Backend::Postgres),
+        Some("sqlite") => Ok(Backend::Sqlite),
+        Some("mssql" | "sqlserver") => Ok(Backend::Mssql),
+        _ => Err(InvalidInput::new(
+            "database_url",
+            "expected a URL starting with postgres://, sqlite:// or mssql://",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_choose_the_backend_by_scheme() {
+        assert_eq!(backend_of("postgres://u@h/db"), Ok(Backend::Postgres));
+        assert_eq!(backend_of("postgresql://h/db"), Ok(Backend::Postgres));
+        assert_eq!(backend_of("sqlite://outbox.db"), Ok(Backend::Sqlite));
+        assert_eq!(backend_of("mssql://h"), Ok(Backend::Mssql));
+        let err = backend_of("mysql://secret@h").unwrap_err();
+        assert_eq!(err.field, "database_url");
+        assert!(!err.reason.contains("secret"));
+        assert!(backend_of("outbox.db").is_err());
+    }
+}
+
+/// The layout rule of STYLE.md: every backend has the same SQL and migration file names, and
+/// every file is used, so no dialect's file can be forgotten or left dead.
+#[cfg(test)]
+mod layout_tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    fn names(dir: &Path) -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect()
+    }
+
+    fn root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn sql_files_are_the_same_for_every_backend_and_all_used() {
+        // SQL Server statements arrive with its backend; its migrations are already here.
+        let pg = names(&root().join("sql/postgres"));
+        let sqlite = names(&root().join("sql/sqlite"));
+        assert_eq!(
+            pg, sqlite,
+            "sql/postgres and sql/sqlite must hold the same file names"
+        );
+        for backend in ["postgres", "sqlite"] {
+            let source = std::fs::read_to_string(root().join(format!("src/{backend}.rs"))).unwrap();
+            for file in &pg {
+                let include = format!("include_str!(\"../sql/{backend}/{file}\")");
+                assert!(
+                    source.contains(&include),
+                    "src/{backend}.rs does not use {file}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn migrations_are_the_same_for_every_backend_and_all_embedded() {
+        let migrations = root().join("../migrations");
+        let pg = names(&migrations.join("postgres"));
+        for backend in [
+            crate::Backend::Postgres,
+            crate::Backend::Sqlite,
+            crate::Backend::Mssql,
+        ] {
+            let files = names(&migrations.join(backend.name()));
+            assert_eq!(
+                files, pg,
+                "migrations/{backend} differs from migrations/postgres"
+            );
+            let embedded: BTreeSet<String> = crate::migrate::migrations(backend)
+                .iter()
+                .map(|m| format!("{}.sql", crate::migrate::label(m)))
+                .collect();
+            assert_eq!(
+                embedded, files,
+                "migrations/{backend} has files the build does not embed"
+            );
+        }
+    }
+}

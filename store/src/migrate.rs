@@ -1,0 +1,183 @@
+//! The versioned schema: `migrations/<backend>/NNNN_name.sql`, embedded at build time, applied
+//! in order inside one transaction, recorded with a SHA-256 checksum. An applied file that has
+//! changed, or an applied version this build does not know, is an error.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Backend, MigrateError};
+
+/// One migration file of one backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The number in the file name; the same change has the same number on every backend.
+    pub version: i64,
+    /// The name after the number, without `.sql`.
+    pub name: &'static str,
+    /// The file's text.
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// Hex SHA-256 of the file's text, recorded when applied.
+    pub fn checksum(&self) -> String {
+        let digest = Sha256::digest(self.sql.as_bytes());
+        digest.iter().fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    }
+}
+
+macro_rules! migration {
+    ($backend:literal, $version:literal, $name:literal) => {
+        Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $backend,
+                "/",
+                stringify!($version),
+                "_",
+                $name,
+                ".sql"
+            )),
+        }
+    };
+}
+
+// The version literal is written with its leading zeros so it matches the file name.
+#[allow(clippy::zero_prefixed_literal)]
+const POSTGRES: &[Migration] = &[migration!("postgres", 0001, "init")];
+#[allow(clippy::zero_prefixed_literal)]
+const SQLITE: &[Migration] = &[migration!("sqlite", 0001, "init")];
+#[allow(clippy::zero_prefixed_literal)]
+const MSSQL: &[Migration] = &[migration!("mssql", 0001, "init")];
+
+/// The migrations this build carries for `backend`, in order.
+pub fn migrations(backend: Backend) -> &'static [Migration] {
+    match backend {
+        Backend::Postgres => POSTGRES,
+        Backend::Sqlite => SQLITE,
+        Backend::Mssql => MSSQL,
+    }
+}
+
+/// A migration as recorded in `outbox_schema_migrations`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    /// Its number.
+    pub version: i64,
+    /// Its name.
+    pub name: String,
+    /// The checksum recorded when it was applied.
+    pub checksum: String,
+}
+
+/// What a migration run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MigrationReport {
+    /// `NNNN_name` of each migration applied by this run, in order.
+    pub applied: Vec<String>,
+    /// `NNNN_name` of each migration that was already applied and unchanged.
+    pub already_applied: Vec<String>,
+}
+
+/// Compares what the database recorded with what this build carries and returns the
+/// migrations still to apply, or the reason the schema cannot be trusted.
+pub(crate) fn plan(
+    known: &'static [Migration],
+    applied: &[AppliedMigration],
+) -> Result<(Vec<&'static Migration>, MigrationReport), MigrateError> {
+    let mut report = MigrationReport::default();
+    for row in applied {
+        let Some(m) = known.iter().find(|m| m.version == row.version) else {
+            return Err(MigrateError::Unknown {
+                version: row.version,
+                name: row.name.clone(),
+            });
+        };
+        let current = m.checksum();
+        if current != row.checksum {
+            return Err(MigrateError::Changed {
+                version: m.version,
+                name: m.name.to_owned(),
+                recorded: row.checksum.clone(),
+                current,
+            });
+        }
+        report.already_applied.push(label(m));
+    }
+    let pending = known
+        .iter()
+        .filter(|m| !applied.iter().any(|a| a.version == m.version))
+        .collect();
+    Ok((pending, report))
+}
+
+/// `NNNN_name`, as in the file name.
+pub(crate) fn label(m: &Migration) -> String {
+    format!("{:04}_{}", m.version, m.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(m: &Migration) -> AppliedMigration {
+        AppliedMigration {
+            version: m.version,
+            name: m.name.into(),
+            checksum: m.checksum(),
+        }
+    }
+
+    #[test]
+    fn a_fresh_database_gets_every_migration_in_order() {
+        let (pending, report) = plan(POSTGRES, &[]).unwrap();
+        assert_eq!(pending.len(), POSTGRES.len());
+        assert!(pending.windows(2).all(|w| w[0].version < w[1].version));
+        assert!(report.already_applied.is_empty());
+    }
+
+    #[test]
+    fn applied_and_unchanged_migrations_are_skipped() {
+        let done: Vec<_> = SQLITE.iter().map(applied).collect();
+        let (pending, report) = plan(SQLITE, &done).unwrap();
+        assert!(pending.is_empty());
+        assert_eq!(report.already_applied, vec!["0001_init".to_owned()]);
+    }
+
+    #[test]
+    fn a_changed_applied_file_is_an_error() {
+        let mut done: Vec<_> = SQLITE.iter().map(applied).collect();
+        done[0].checksum = "0".repeat(64);
+        assert!(matches!(
+            plan(SQLITE, &done),
+            Err(MigrateError::Changed { version: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn an_unknown_applied_version_is_an_error() {
+        let done = vec![AppliedMigration {
+            version: 9999,
+            name: "future".into(),
+            checksum: "x".into(),
+        }];
+        assert!(matches!(
+            plan(SQLITE, &done),
+            Err(MigrateError::Unknown { version: 9999, .. })
+        ));
+    }
+
+    #[test]
+    fn checksums_are_hex_sha256() {
+        let c = POSTGRES[0].checksum();
+        assert_eq!(c.len(), 64);
+        assert!(c.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+}
