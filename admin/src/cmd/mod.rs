@@ -1,0 +1,33 @@
+//! One module per subcommand; `run` connects and dispatches.
+
+mod lease;
+mod migrate;
+
+use outbox_store::{Store, StoreOptions, TtlBounds};
+
+use crate::cli::{Cli, Command, Global, LeaseCommand};
+use crate::exit::CliError;
+
+/// Runs the parsed command line.
+pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
+    let store = connect(&cli.global).await?;
+    let result = match cli.command {
+        Command::Migrate => migrate::run(&store, cli.global.json).await,
+        Command::Lease(LeaseCommand::List) => lease::list(&store, cli.global.json).await,
+    };
+    store.close().await;
+    result
+}
+
+async fn connect(global: &Global) -> Result<Store, CliError> {
+    let url = global.database_url.as_deref().ok_or_else(|| {
+        CliError::invalid("no database: pass --database-url URL or set OUTBOX_DATABASE_URL")
+    })?;
+    let options = StoreOptions {
+        lease_ttl: TtlBounds::new(global.lease_min_ttl, global.lease_max_ttl)?,
+        max_connections: 2,
+        application_name: "outboxctl".to_owned(),
+        ..StoreOptions::default()
+    };
+    Ok(Store::connect(url, options).await?)
+}

@@ -1,0 +1,56 @@
+//! The one place errors become exit codes and one-line messages on stderr.
+//! Codes: 0 ok, 1 error, 2 bad usage or invalid input, 3 stale token or expired lease,
+//! 4 not found, 5 idempotency conflict, 6 lease busy.
+
+use std::process::ExitCode;
+
+/// An error `outboxctl` reports, already sorted by exit code.
+#[derive(Debug)]
+pub(crate) struct CliError {
+    code: u8,
+    message: String,
+}
+
+/// Something went wrong that is not the caller's input.
+pub(crate) const ERROR: u8 = 1;
+/// Bad usage or invalid input; nothing was written.
+pub(crate) const INVALID: u8 = 2;
+
+impl CliError {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn other(message: impl Into<String>) -> Self {
+        CliError::new(ERROR, message)
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        CliError::new(INVALID, message)
+    }
+}
+
+impl From<outbox_store::Error> for CliError {
+    fn from(e: outbox_store::Error) -> Self {
+        match e {
+            outbox_store::Error::Invalid(e) => CliError::invalid(e.to_string()),
+            outbox_store::Error::Store(e) => CliError::other(e.to_string()),
+            outbox_store::Error::Migrate(e) => CliError::other(e.to_string()),
+        }
+    }
+}
+
+impl From<outbox_store::InvalidInput> for CliError {
+    fn from(e: outbox_store::InvalidInput) -> Self {
+        CliError::invalid(e.to_string())
+    }
+}
+
+/// Prints the error on stderr and returns its exit code.
+pub(crate) fn report(e: &CliError) -> ExitCode {
+    eprintln!("outboxctl: {}", e.message);
+    ExitCode::from(e.code)
+}

@@ -1,0 +1,50 @@
+//! Output: readable tables with relative times for people, JSON for scripts.
+
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use serde::Serialize;
+
+/// A table with these column headers, drawn plainly so it survives copy and paste.
+pub(crate) fn table(headers: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY)
+        .set_header(headers.iter().copied());
+    t
+}
+
+/// Prints one JSON object on its own line.
+pub(crate) fn json_line<T: Serialize + ?Sized>(value: &T) {
+    match serde_json::to_string(value) {
+        Ok(s) => println!("{s}"),
+        // Our own types always serialize; say so loudly if that ever changes.
+        Err(e) => eprintln!("outboxctl: cannot render JSON: {e}"),
+    }
+}
+
+/// `in 12.3s` or `4m 5s ago` from a signed number of milliseconds.
+pub(crate) fn relative_ms(ms: i64) -> String {
+    let abs = ms.unsigned_abs();
+    let text = if abs < 60_000 {
+        format!("{:.1}s", abs as f64 / 1000.0)
+    } else if abs < 3_600_000 {
+        format!("{}m {}s", abs / 60_000, abs % 60_000 / 1000)
+    } else {
+        format!("{}h {}m", abs / 3_600_000, abs % 3_600_000 / 60_000)
+    };
+    if ms >= 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::relative_ms;
+
+    #[test]
+    fn relative_times_read_naturally() {
+        assert_eq!(relative_ms(12_345), "in 12.3s");
+        assert_eq!(relative_ms(-245_000), "4m 5s ago");
+        assert_eq!(relative_ms(7_500_000), "in 2h 5m");
+    }
+}
