@@ -1,0 +1,10 @@
+//! The integration suite: every guarantee written once as `async fn(TestDb)` and run against
+//! every backend (SQLite and PostgreSQL always; SQL Server when `OUTBOX_MSSQL_URL` is set and
+//! the run includes ignored tests). One binary, so the PostgreSQL cluster starts once.
+
+#[macro_use]
+extern crate outbox_tests;
+
+mod guarantees;
+mod lease_model;
+mod migrations;

@@ -1,0 +1,305 @@
+//! `TestDb`: a fresh, migrated database per test on any backend, plus the raw views tests use
+//! to check what was written (table snapshots) and to move lease time (clock shifts).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use outbox_producer::Outbox;
+use outbox_store::{Store, StoreOptions, TtlBounds};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Row, SqliteConnection};
+
+use crate::pg::{self, Cluster, Server};
+
+/// Which backend a test database is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A file in a temporary folder.
+    Sqlite,
+    /// A fresh database on the shared server, or on a cluster of the test's own.
+    Postgres,
+}
+
+/// One test's database. Dropping it removes the SQLite folder, or the database on an external
+/// PostgreSQL server; throwaway clusters are removed by their watcher.
+#[derive(Debug)]
+pub struct TestDb {
+    kind: Kind,
+    url: String,
+    _sqlite_dir: Option<tempfile::TempDir>,
+    own_cluster: Option<Cluster>,
+    drop_on_external_server: Option<(String, String)>,
+}
+
+/// Installs the process-wide TLS provider once (the drivers refuse to pick one themselves).
+fn init() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+impl TestDb {
+    /// A new SQLite file in a temporary folder.
+    pub async fn sqlite() -> TestDb {
+        init();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("outbox.db").display());
+        TestDb {
+            kind: Kind::Sqlite,
+            url,
+            _sqlite_dir: Some(dir),
+            own_cluster: None,
+            drop_on_external_server: None,
+        }
+    }
+
+    /// A new database on the shared PostgreSQL server of this test process.
+    pub async fn postgres() -> TestDb {
+        init();
+        let server = pg::server();
+        let name = fresh_database_name();
+        create_database(&server.admin_url(), &name).await;
+        let drop_on_external_server = match server {
+            Server::External(_) => Some((server.admin_url(), name.clone())),
+            Server::Throwaway(_) => None,
+        };
+        TestDb {
+            kind: Kind::Postgres,
+            url: server.url(&name),
+            _sqlite_dir: None,
+            own_cluster: None,
+            drop_on_external_server,
+        }
+    }
+
+    /// A database on a PostgreSQL cluster of this test's own, which it may stop and start.
+    /// `None`, after saying why, when there are no local PostgreSQL binaries.
+    pub async fn postgres_own_cluster() -> Option<TestDb> {
+        init();
+        if !pg::binaries_available() {
+            if std::env::var_os("DATABASE_URL").is_some() {
+                eprintln!(
+                    "skipped: restarting PostgreSQL needs local binaries; DATABASE_URL cannot be restarted"
+                );
+                return None;
+            }
+            panic!("{}", pg::HOW_TO_GET_POSTGRES);
+        }
+        let cluster = tokio::task::spawn_blocking(Cluster::start)
+            .await
+            .expect("cluster start task")
+            .unwrap_or_else(|e| panic!("cannot start a PostgreSQL cluster: {e}"));
+        let name = fresh_database_name();
+        create_database(&cluster.url("postgres"), &name).await;
+        Some(TestDb {
+            kind: Kind::Postgres,
+            url: cluster.url(&name),
+            _sqlite_dir: None,
+            own_cluster: Some(cluster),
+            drop_on_external_server: None,
+        })
+    }
+
+    /// The SQL Server database named by `OUTBOX_MSSQL_URL`. Its tests are ignored unless run
+    /// with `--include-ignored`; then they fail loudly until the backend and the variable exist.
+    pub async fn mssql() -> TestDb {
+        match std::env::var("OUTBOX_MSSQL_URL") {
+            Ok(url) if !url.is_empty() => {
+                panic!(
+                    "OUTBOX_MSSQL_URL is set, but the SQL Server backend is not part of this build yet"
+                )
+            }
+            _ => {
+                panic!("SQL Server tests need OUTBOX_MSSQL_URL=mssql://user:password@host:port/db")
+            }
+        }
+    }
+
+    /// The backend.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The database URL, as applications would pass it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Options the tests use: leases from 1 s (so expiry is quick) to 300 s.
+    pub fn options() -> StoreOptions {
+        StoreOptions {
+            lease_ttl: TtlBounds::new(Duration::from_secs(1), Duration::from_secs(300))
+                .expect("bounds"),
+            max_connections: 16,
+            ..StoreOptions::default()
+        }
+    }
+
+    /// A store on this database, migrated.
+    pub async fn store(&self) -> Store {
+        let store = self.store_with(Self::options()).await;
+        store.migrate().await.expect("migrate");
+        store
+    }
+
+    /// A store on this database with these options, not migrated.
+    pub async fn store_with(&self, options: StoreOptions) -> Store {
+        Store::connect(&self.url, options).await.expect("connect")
+    }
+
+    /// The producer's handle on this database, migrated.
+    pub async fn outbox(&self) -> Outbox {
+        Outbox::from_store(self.store().await)
+    }
+
+    /// Stops and starts the database server (PostgreSQL on its own cluster); SQLite has no
+    /// server, so closing and reopening the file is the test's part.
+    pub async fn restart_server(&self) {
+        match (&self.kind, &self.own_cluster) {
+            (Kind::Sqlite, _) => {}
+            (Kind::Postgres, Some(cluster)) => {
+                cluster.stop().expect("stop PostgreSQL");
+                cluster.restart().expect("start PostgreSQL again");
+            }
+            (Kind::Postgres, None) => panic!("restart_server needs TestDb::postgres_own_cluster"),
+        }
+    }
+
+    /// Every lease row and the row count of every other outbox table, as text, to compare
+    /// before and after a call that must write nothing.
+    pub async fn snapshot(&self) -> Vec<String> {
+        const COUNTS: &str = "SELECT (SELECT count(*) FROM outbox_ops) AS ops, \
+             (SELECT count(*) FROM outbox_attempts) AS attempts, \
+             (SELECT count(*) FROM outbox_rejections) AS rejections, \
+             (SELECT count(*) FROM outbox_admin_log) AS admin_log";
+        let mut out = Vec::new();
+        match self.kind {
+            Kind::Sqlite => {
+                let mut c = SqliteConnection::connect(&self.url).await.expect("connect");
+                let rows = sqlx::query(
+                    "SELECT resource || '|' || coalesce(owner_id, '-') || '|' || \
+                     coalesce(expires_at, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource",
+                )
+                .fetch_all(&mut c)
+                .await
+                .expect("leases");
+                out.extend(rows.iter().map(|r| r.get::<String, _>("r")));
+                let counts = sqlx::query(COUNTS).fetch_one(&mut c).await.expect("counts");
+                out.push(format!(
+                    "{:?}",
+                    (0..4).map(|i| counts.get::<i64, _>(i)).collect::<Vec<_>>()
+                ));
+            }
+            Kind::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("connect");
+                let rows = sqlx::query(
+                    "SELECT resource || '|' || coalesce(owner_id::text, '-') || '|' || \
+                     coalesce(expires_at::text, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource",
+                )
+                .fetch_all(&mut c)
+                .await
+                .expect("leases");
+                out.extend(rows.iter().map(|r| r.get::<String, _>("r")));
+                let counts = sqlx::query(COUNTS).fetch_one(&mut c).await.expect("counts");
+                out.push(format!(
+                    "{:?}",
+                    (0..4).map(|i| counts.get::<i64, _>(i)).collect::<Vec<_>>()
+                ));
+            }
+        }
+        out
+    }
+
+    /// Runs one statement written in the SQL both SQLite and PostgreSQL understand; tests use
+    /// it to tamper with tables the way an operator or a bug could.
+    pub async fn execute(&self, sql: &'static str) -> u64 {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut c = SqliteConnection::connect(&self.url).await.expect("connect");
+                sqlx::query(sql)
+                    .execute(&mut c)
+                    .await
+                    .expect("execute")
+                    .rows_affected()
+            }
+            Kind::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("connect");
+                sqlx::query(sql)
+                    .execute(&mut c)
+                    .await
+                    .expect("execute")
+                    .rows_affected()
+            }
+        }
+    }
+
+    /// Moves every lease's expiry `secs` seconds into the past: to the leases, the same as the
+    /// database clock running `secs` seconds ahead. Lets tests "advance time" without sleeping.
+    pub async fn shift_lease_clock(&self, secs: u32) {
+        match self.kind {
+            Kind::Sqlite => {
+                let mut c = SqliteConnection::connect(&self.url).await.expect("connect");
+                sqlx::query(
+                    "UPDATE outbox_leases SET expires_at = \
+                     strftime('%Y-%m-%dT%H:%M:%fZ', expires_at, printf('-%d seconds', ?1)) \
+                     WHERE expires_at IS NOT NULL",
+                )
+                .bind(secs)
+                .execute(&mut c)
+                .await
+                .expect("shift");
+            }
+            Kind::Postgres => {
+                let mut c = PgConnection::connect(&self.url).await.expect("connect");
+                sqlx::query(
+                    "UPDATE outbox_leases SET expires_at = expires_at - $1::int * interval '1 second' \
+                     WHERE expires_at IS NOT NULL",
+                )
+                .bind(secs as i32)
+                .execute(&mut c)
+                .await
+                .expect("shift");
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.drop_on_external_server.take() else {
+            return;
+        };
+        // Async drop does not exist; a short-lived thread with its own runtime does the job.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let mut c = PgConnection::connect(&admin_url).await.ok()?;
+                let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut c).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+fn fresh_database_name() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "outbox_test_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+async fn create_database(admin_url: &str, name: &str) {
+    let mut c = PgConnection::connect(admin_url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to PostgreSQL for the tests: {e}"));
+    // The name is generated above from digits only; identifiers cannot be bound.
+    let sql = format!("CREATE DATABASE \"{name}\"");
+    sqlx::query(AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .expect("create test database");
+    c.close().await.ok();
+}

@@ -1,0 +1,46 @@
+//! The test harness of fenced-outbox: backends (a throwaway PostgreSQL cluster or
+//! `DATABASE_URL`, SQLite files), a fresh database per test, polling waits and a seeded
+//! random source. Used by `it/` and by the binary tests of other crates.
+
+pub mod db;
+pub mod pg;
+pub mod rng;
+pub mod wait;
+
+pub use db::{Kind, TestDb};
+pub use rng::Rng;
+pub use wait::{wait_for, wait_until};
+
+/// Generates, for each named `async fn(TestDb)` of the calling module (which needs `tokio`), one test per backend:
+/// `sqlite::name`, `postgres::name` and `mssql::name` (ignored unless asked for, and then it
+/// fails until SQL Server is configured and supported: it never passes by pretending).
+#[macro_export]
+macro_rules! conformance {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test($crate::TestDb::sqlite().await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    super::$test($crate::TestDb::postgres().await).await
+                }
+            )*
+        }
+        mod mssql {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
+                async fn $test() {
+                    super::$test($crate::TestDb::mssql().await).await
+                }
+            )*
+        }
+    };
+}

@@ -1,0 +1,307 @@
+//! Throwaway PostgreSQL clusters started from the local binaries (`initdb`, `pg_ctl`), or the
+//! server named by `DATABASE_URL`. A watcher process stops each cluster and removes its files
+//! when the test process exits, even when tests fail or the process is killed.
+
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// What to tell someone whose machine has no PostgreSQL.
+pub const HOW_TO_GET_POSTGRES: &str = "PostgreSQL tests need a server: install the binaries \
+(Debian/Ubuntu: `apt-get install postgresql`; initdb and pg_ctl are looked up on PATH and under \
+/usr/lib/postgresql/*/bin) or set DATABASE_URL=postgres://user@host:port/db to a server where \
+that user may create databases";
+
+/// Where the PostgreSQL server programs are.
+fn bin_dir() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
+                return Some(dir);
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// Whether this process runs as root, which PostgreSQL refuses: then the server programs run
+/// as the `postgres` user through `runuser`.
+fn running_as_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+/// A PostgreSQL cluster in a temporary folder, on a free loopback port, with trust auth.
+#[derive(Debug)]
+pub struct Cluster {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    as_postgres_user: bool,
+}
+
+impl Cluster {
+    /// Creates and starts a new cluster, and a watcher that removes it when this process ends.
+    pub fn start() -> Result<Cluster, String> {
+        let bin = bin_dir().ok_or_else(|| HOW_TO_GET_POSTGRES.to_owned())?;
+        let as_postgres_user = running_as_root();
+        let dir = tempfile::Builder::new()
+            .prefix("outbox-pg-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a folder for PostgreSQL: {e}"))?
+            .keep();
+        let cluster = Cluster {
+            bin,
+            dir,
+            port: 0,
+            as_postgres_user,
+        };
+        if as_postgres_user {
+            cluster.run("chown", &["postgres:postgres", cluster.dir_str()], false)?;
+        }
+        cluster.watch_this_process()?;
+        let data = cluster.data_dir();
+        cluster.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+            true,
+        )?;
+        let mut cluster = cluster;
+        let mut last_error = String::new();
+        // A port found free can be taken before the server binds it: try a few.
+        for _ in 0..3 {
+            cluster.port = free_port()?;
+            match cluster.pg_ctl_start() {
+                Ok(()) => return Ok(cluster),
+                Err(e) => last_error = e,
+            }
+        }
+        Err(last_error)
+    }
+
+    /// The URL of database `db` on this cluster.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// Stops the server cleanly, keeping its files.
+    pub fn stop(&self) -> Result<(), String> {
+        let data = self.data_dir();
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"], true)
+    }
+
+    /// Starts the server again on the same port.
+    pub fn restart(&self) -> Result<(), String> {
+        self.pg_ctl_start()
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), String> {
+        let data = self.data_dir();
+        let log = format!("{}/server.log", self.dir_str());
+        let options = format!(
+            "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+             -c max_connections=400 -c shared_buffers=64MB",
+            self.port,
+            self.dir_str()
+        );
+        self.run(
+            "pg_ctl",
+            &[
+                "-D", &data, "-l", &log, "-o", &options, "-w", "-t", "60", "start",
+            ],
+            true,
+        )
+        .map_err(|e| {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            format!("{e}\nserver log:\n{tail}")
+        })
+    }
+
+    fn data_dir(&self) -> String {
+        format!("{}/data", self.dir_str())
+    }
+
+    fn dir_str(&self) -> &str {
+        self.dir.to_str().expect("temp dir paths are UTF-8")
+    }
+
+    /// Runs a program; PostgreSQL's own programs as the `postgres` user when we are root.
+    fn run(&self, program: &str, args: &[&str], server_program: bool) -> Result<(), String> {
+        let exe = if server_program {
+            self.bin.join(program)
+        } else {
+            PathBuf::from(program)
+        };
+        let mut cmd = if server_program && self.as_postgres_user {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {:?} failed ({}): {}{}",
+                exe.display(),
+                args,
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// Spawns a detached shell that waits for this process to end, then stops the server
+    /// and deletes the folder. It runs in its own process group so Ctrl-C does not take it.
+    fn watch_this_process(&self) -> Result<(), String> {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = if self.as_postgres_user {
+            format!(
+                "runuser -u postgres -- {} -D {}/data -m immediate stop",
+                pg_ctl.display(),
+                self.dir_str()
+            )
+        } else {
+            format!(
+                "{} -D {}/data -m immediate stop",
+                pg_ctl.display(),
+                self.dir_str()
+            )
+        };
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {dir}",
+            pid = std::process::id(),
+            dir = self.dir_str()
+        );
+        Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map(drop)
+            .map_err(|e| format!("cannot start the cluster watcher: {e}"))
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("cannot find a free port: {e}"))
+}
+
+/// The server every PostgreSQL test of this process shares.
+#[derive(Debug)]
+pub enum Server {
+    /// `DATABASE_URL` was set: tests create their databases there.
+    External(String),
+    /// A throwaway cluster started for this process.
+    Throwaway(Cluster),
+}
+
+impl Server {
+    /// URL of the maintenance database, where test databases are created.
+    pub fn admin_url(&self) -> String {
+        match self {
+            Server::External(url) => url.clone(),
+            Server::Throwaway(c) => c.url("postgres"),
+        }
+    }
+
+    /// URL of database `db` on this server.
+    pub fn url(&self, db: &str) -> String {
+        match self {
+            Server::External(url) => with_database(url, db),
+            Server::Throwaway(c) => c.url(db),
+        }
+    }
+}
+
+/// Replaces the database name of a `postgres://` URL, keeping any query string.
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match base[after_scheme..].find('/') {
+        Some(i) => &base[..after_scheme + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+/// The shared server, started on first use. Panics with installation advice when there is
+/// neither `DATABASE_URL` nor a local PostgreSQL: these tests never pass silently.
+pub fn server() -> &'static Server {
+    static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+    let server = SERVER.get_or_init(|| match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Ok(Server::External(url)),
+        _ => Cluster::start().map(Server::Throwaway),
+    });
+    match server {
+        Ok(s) => s,
+        Err(e) => panic!("cannot start PostgreSQL for the tests: {e}"),
+    }
+}
+
+/// Whether a throwaway cluster could be started here (the binaries exist).
+pub fn binaries_available() -> bool {
+    bin_dir().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_urls_get_their_database_replaced() {
+        assert_eq!(
+            with_database("postgres://u@h:5/test", "x"),
+            "postgres://u@h:5/x"
+        );
+        assert_eq!(with_database("postgres://u@h:5", "x"), "postgres://u@h:5/x");
+        assert_eq!(
+            with_database("postgres://u@h/test?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
+    }
+}

@@ -1,0 +1,35 @@
+//! Waiting for a condition by polling, with a generous deadline, instead of sleeping blindly.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Polls `attempt` every 25 ms until it yields a value; panics naming `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = attempt().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting until {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Polls `condition` every 25 ms until it is true; panics naming `what` after `timeout`.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let attempt = || {
+        let check = condition();
+        async move { check.await.then_some(()) }
+    };
+    wait_for(timeout, what, attempt).await
+}
