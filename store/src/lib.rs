@@ -8,11 +8,13 @@
 //! the same owner, token and an unexpired lease; [`Store::lease_release`] needs the same owner
 //! and token. Expiry is decided by the database clock only.
 
+#![warn(missing_docs)]
+
 pub mod error;
 pub mod migrate;
 pub mod model;
-pub mod postgres;
-pub mod sqlite;
+mod postgres;
+mod sqlite;
 
 use std::time::Duration;
 

@@ -22,7 +22,7 @@ const MIGRATION_RECORD: &str = include_str!("../sql/postgres/migration_record.sq
 
 /// A connection pool to one PostgreSQL database.
 #[derive(Debug, Clone)]
-pub struct PgStore {
+pub(crate) struct PgStore {
     pool: PgPool,
 }
 
@@ -43,11 +43,6 @@ impl PgStore {
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
         Ok(PgStore { pool })
-    }
-
-    /// The underlying pool, for callers that run their own transactions.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
     }
 
     pub(crate) async fn close(&self) {

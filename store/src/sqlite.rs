@@ -26,7 +26,7 @@ const MIGRATION_RECORD: &str = include_str!("../sql/sqlite/migration_record.sql"
 
 /// A connection pool to one SQLite database file.
 #[derive(Debug, Clone)]
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     pool: SqlitePool,
 }
 
@@ -62,11 +62,6 @@ impl SqliteStore {
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
         Ok(SqliteStore { pool })
-    }
-
-    /// The underlying pool, for callers that run their own transactions.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
     }
 
     pub(crate) async fn close(&self) {
