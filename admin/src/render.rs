@@ -20,6 +20,15 @@ pub(crate) fn json_line<T: Serialize + ?Sized>(value: &T) {
     }
 }
 
+/// `1 lease`, `2 leases`.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// `in 12.3s` or `4m 5s ago` from a signed number of milliseconds.
 pub(crate) fn relative_ms(ms: i64) -> String {
     let abs = ms.unsigned_abs();

@@ -28,7 +28,7 @@ pub(crate) async fn list(store: &Store, json: bool) -> Result<(), CliError> {
         ]);
     }
     println!("{table}");
-    println!("{} leases", rows.len());
+    println!("{}", render::count(rows.len(), "lease"));
     Ok(())
 }
 
