@@ -13,6 +13,7 @@
 pub mod error;
 pub mod migrate;
 pub mod model;
+pub mod op;
 mod postgres;
 mod sqlite;
 
@@ -20,7 +21,13 @@ use std::time::Duration;
 
 pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
 pub use migrate::MigrationReport;
-pub use model::{FencingToken, Lease, LeaseRow, OwnerId, ResourceName, TtlBounds};
+pub use model::{
+    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId,
+    ResourceName, TtlBounds,
+};
+pub use op::{
+    EnqueueResult, Enqueued, Method, NewOp, OpState, Refusal, RejectReason, Rejection, RejectionRow,
+};
 
 use postgres::PgStore;
 use sqlite::SqliteStore;
@@ -48,6 +55,52 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(30),
             sqlite_busy_timeout: Duration::from_secs(10),
             application_name: "fenced-outbox".to_owned(),
+        }
+    }
+}
+
+/// A caller's own connection or transaction, so an op commits or rolls back together with
+/// the caller's business writes. On SQLite, begin it with `BEGIN IMMEDIATE`
+/// (`pool.begin_with("BEGIN IMMEDIATE")`): a deferred transaction that has only read may
+/// find the write lock taken and fail as retryable.
+#[derive(Debug)]
+pub enum Conn<'c> {
+    /// A PostgreSQL connection or transaction.
+    Postgres(&'c mut sqlx::PgConnection),
+    /// An SQLite connection or transaction.
+    Sqlite(&'c mut sqlx::SqliteConnection),
+}
+
+impl<'c> From<&'c mut sqlx::PgConnection> for Conn<'c> {
+    fn from(c: &'c mut sqlx::PgConnection) -> Self {
+        Conn::Postgres(c)
+    }
+}
+
+impl<'c> From<&'c mut sqlx::SqliteConnection> for Conn<'c> {
+    fn from(c: &'c mut sqlx::SqliteConnection) -> Self {
+        Conn::Sqlite(c)
+    }
+}
+
+impl<'c, 't> From<&'c mut sqlx::Transaction<'t, sqlx::Postgres>> for Conn<'c> {
+    fn from(tx: &'c mut sqlx::Transaction<'t, sqlx::Postgres>) -> Self {
+        Conn::Postgres(tx)
+    }
+}
+
+impl<'c, 't> From<&'c mut sqlx::Transaction<'t, sqlx::Sqlite>> for Conn<'c> {
+    fn from(tx: &'c mut sqlx::Transaction<'t, sqlx::Sqlite>) -> Self {
+        Conn::Sqlite(tx)
+    }
+}
+
+impl Conn<'_> {
+    /// The backend of this connection.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Conn::Postgres(_) => Backend::Postgres,
+            Conn::Sqlite(_) => Backend::Sqlite,
         }
     }
 }
@@ -157,6 +210,59 @@ impl Store {
     /// Every lease row, ordered by resource, with whether it is held now (database clock).
     pub async fn lease_list(&self) -> Result<Vec<LeaseRow>, Error> {
         on_backend!(self, b => b.lease_list().await)
+    }
+
+    /// Inserts `op` if, atomically with the insert, `lease` is held by its owner and token and
+    /// unexpired by the database clock (G4); returns the existing op when the (destination,
+    /// idempotency key) already holds the same request, and a conflict when it holds another
+    /// (G7). Nothing is written when refused; recording the rejection is the caller's step.
+    pub async fn op_enqueue(&self, lease: &Lease, op: &NewOp) -> Result<EnqueueResult, Error> {
+        on_backend!(self, b => b.op_enqueue(lease, op).await)
+    }
+
+    /// Enqueues every op or none, under one lease check held for the whole transaction.
+    pub async fn op_enqueue_batch(
+        &self,
+        lease: &Lease,
+        ops: &[NewOp],
+    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
+        on_backend!(self, b => b.op_enqueue_batch(lease, ops).await)
+    }
+
+    /// [`Store::op_enqueue`] inside the caller's transaction: the op commits or rolls back with
+    /// it. The caller's connection must be to the same backend (and database) as this store.
+    pub async fn op_enqueue_in(
+        &self,
+        conn: Conn<'_>,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        match (&self.backend, conn) {
+            (BackendStore::Postgres(_), Conn::Postgres(c)) => {
+                postgres::enqueue_on(c, lease, op).await
+            }
+            (BackendStore::Sqlite(_), Conn::Sqlite(c)) => sqlite::enqueue_on(c, lease, op).await,
+            (_, conn) => Err(InvalidInput::new(
+                "transaction",
+                format!(
+                    "is a {} transaction but the outbox is on {}",
+                    conn.backend(),
+                    self.backend()
+                ),
+            )
+            .into()),
+        }
+    }
+
+    /// Records a refused enqueue for operators, in its own short transaction so it survives
+    /// when the caller's transaction rolls back.
+    pub async fn rejection_record(&self, rejection: &Rejection) -> Result<(), Error> {
+        on_backend!(self, b => b.rejection_insert(rejection).await)
+    }
+
+    /// The newest `limit` rejections, newest first.
+    pub async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
+        on_backend!(self, b => b.rejection_list(limit).await)
     }
 
     /// Checks that the database answers.

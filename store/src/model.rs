@@ -75,6 +75,138 @@ impl<'de> Deserialize<'de> for ResourceName {
     }
 }
 
+/// The longest destination name, in bytes (`[a-z0-9_-]` only).
+pub const DESTINATION_MAX_LEN: usize = 64;
+/// The longest idempotency key or order key, in characters.
+pub const KEY_MAX_LEN: usize = 255;
+
+/// A destination's name as configured in the dispatcher: 1..=64 of `[a-z0-9_-]`. Producers
+/// name destinations; they never supply hosts.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct DestinationName(String);
+
+impl DestinationName {
+    /// Checks `name` and wraps it.
+    ///
+    /// ```
+    /// use outbox_store::DestinationName;
+    /// assert!(DestinationName::new("billing").is_ok());
+    /// assert!(DestinationName::new("https://evil.example").is_err());
+    /// ```
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidInput> {
+        let name = name.into();
+        if name.is_empty() || name.len() > DESTINATION_MAX_LEN {
+            return Err(InvalidInput::new(
+                "destination",
+                format!(
+                    "must be 1..={DESTINATION_MAX_LEN} characters, got {}",
+                    name.len()
+                ),
+            ));
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '_' | '-'))
+        {
+            return Err(InvalidInput::new(
+                "destination",
+                format!(
+                    "may hold only a-z, 0-9, _ and -, found {c:?}: it names a configured destination, not a host"
+                ),
+            ));
+        }
+        Ok(DestinationName(name))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DestinationName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The caller-chosen key that makes an op idempotent: 1..=255 visible ASCII characters,
+/// unique per destination, sent as `Idempotency-Key` on every attempt (G7).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Checks `key` and wraps it.
+    pub fn new(key: impl Into<String>) -> Result<Self, InvalidInput> {
+        let key = key.into();
+        if key.is_empty() || key.len() > KEY_MAX_LEN {
+            return Err(InvalidInput::new(
+                "idempotency_key",
+                format!("must be 1..={KEY_MAX_LEN} characters, got {}", key.len()),
+            ));
+        }
+        if let Some(c) = key.chars().find(|c| !c.is_ascii_graphic()) {
+            return Err(InvalidInput::new(
+                "idempotency_key",
+                format!("may hold only visible ASCII characters, found {c:?}"),
+            ));
+        }
+        Ok(IdempotencyKey(key))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Ops with the same order key are delivered one at a time, in order (G8): 1..=255 characters,
+/// none of them a control character.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct OrderKey(String);
+
+impl OrderKey {
+    /// Checks `key` and wraps it.
+    pub fn new(key: impl Into<String>) -> Result<Self, InvalidInput> {
+        let key = key.into();
+        let chars = key.chars().count();
+        if chars == 0 || chars > KEY_MAX_LEN {
+            return Err(InvalidInput::new(
+                "order_key",
+                format!("must be 1..={KEY_MAX_LEN} characters, got {chars}"),
+            ));
+        }
+        if let Some(c) = key.chars().find(|c| c.is_control()) {
+            return Err(InvalidInput::new(
+                "order_key",
+                format!("contains the control character {c:?}"),
+            ));
+        }
+        Ok(OrderKey(key))
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&ResourceName> for OrderKey {
+    /// The default order key of an op: its resource (both allow the same characters).
+    fn from(resource: &ResourceName) -> Self {
+        OrderKey(resource.as_str().to_owned())
+    }
+}
+
 /// Identifies one acquisition of a lease: a fresh random UUID each time, never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -312,6 +444,56 @@ mod tests {
         for bad in ["0", "-1", "x", "", "1.5"] {
             assert!(bad.parse::<FencingToken>().is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn destination_names_are_config_names_not_hosts() {
+        assert!(DestinationName::new("billing_v2-eu").is_ok());
+        assert!(DestinationName::new("d".repeat(64)).is_ok());
+        for bad in [
+            "",
+            "Billing",
+            "billing.example.com",
+            "https://x",
+            "a/b",
+            "a b",
+            "ü",
+        ] {
+            assert_eq!(
+                DestinationName::new(bad).unwrap_err().field,
+                "destination",
+                "{bad:?}"
+            );
+        }
+        assert!(DestinationName::new("d".repeat(65)).is_err());
+    }
+
+    #[test]
+    fn idempotency_keys_are_visible_ascii_up_to_255() {
+        assert!(IdempotencyKey::new("statement-1842-2026-07").is_ok());
+        assert!(IdempotencyKey::new("k".repeat(255)).is_ok());
+        for bad in [
+            "".to_owned(),
+            "k".repeat(256),
+            "with space".into(),
+            "tab\t".into(),
+            "é".into(),
+            "nl\n".into(),
+        ] {
+            assert_eq!(
+                IdempotencyKey::new(bad.clone()).unwrap_err().field,
+                "idempotency_key",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn order_keys_refuse_control_characters() {
+        assert!(OrderKey::new("account-1842").is_ok());
+        assert!(OrderKey::new("").is_err());
+        assert!(OrderKey::new("a\nb").is_err());
+        assert!(OrderKey::new("k".repeat(256)).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The PostgreSQL backend: a sqlx pool and one function per SQL file in `sql/postgres/`.
 //! Lease time is `clock_timestamp()` inside the SQL; the application clock never decides (G2).
 
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection as _, Row};
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -9,12 +9,25 @@ use uuid::Uuid;
 use crate::StoreOptions;
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
-use crate::model::{FencingToken, LeaseRow, OwnerId, ResourceName};
+use crate::model::{
+    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
+};
+use crate::op::{
+    EnqueueResult, Enqueued, LeaseSeen, NewOp, OpState, Refusal, Rejection, RejectionRow,
+    check_lease, duplicate_or_conflict,
+};
 
 const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/postgres/lease_acquire_if_free.sql");
 const LEASE_RENEW_IF_OWNER: &str = include_str!("../sql/postgres/lease_renew_if_owner.sql");
 const LEASE_RELEASE_IF_OWNER: &str = include_str!("../sql/postgres/lease_release_if_owner.sql");
 const LEASE_LIST: &str = include_str!("../sql/postgres/lease_list.sql");
+const LEASE_CHECK: &str = include_str!("../sql/postgres/lease_check.sql");
+const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../sql/postgres/op_insert_if_lease_held.sql");
+const OP_SUPERSEDE_OLDER_PENDING: &str =
+    include_str!("../sql/postgres/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../sql/postgres/op_find_by_key.sql");
+const REJECTION_INSERT: &str = include_str!("../sql/postgres/rejection_insert.sql");
+const REJECTION_LIST: &str = include_str!("../sql/postgres/rejection_list.sql");
 const MIGRATION_BEGIN: &str = include_str!("../sql/postgres/migration_begin.sql");
 const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/postgres/migration_table_create.sql");
 const MIGRATION_LIST: &str = include_str!("../sql/postgres/migration_list.sql");
@@ -159,11 +172,184 @@ impl PgStore {
             .collect()
     }
 
+    /// Enqueues on a pooled connection: one statement, or a transaction when older pending
+    /// ops must be superseded atomically with the insert.
+    pub(crate) async fn op_enqueue(
+        &self,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        if !op.supersede_pending {
+            let mut conn = self.pool.acquire().await.map_err(map_err)?;
+            return enqueue_on(&mut conn, lease, op).await;
+        }
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let result = enqueue_on(&mut tx, lease, op).await?;
+        finish(tx, result.is_ok()).await?;
+        Ok(result)
+    }
+
+    /// All or nothing: the lease row stays share-locked for the whole transaction.
+    pub(crate) async fn op_enqueue_batch(
+        &self,
+        lease: &Lease,
+        ops: &[NewOp],
+    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let seen = lease_seen(
+            sqlx::query(LEASE_CHECK)
+                .bind(lease.resource.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(map_err)?,
+        );
+        let mut done = Vec::with_capacity(ops.len());
+        let mut outcome = check_lease(seen, lease).map_err(Refusal::Rejected);
+        for op in ops {
+            if outcome.is_err() {
+                break;
+            }
+            match enqueue_on(&mut tx, lease, op).await? {
+                Ok(enqueued) => done.push(enqueued),
+                Err(refusal) => outcome = Err(refusal),
+            }
+        }
+        finish(tx, outcome.is_ok()).await?;
+        Ok(outcome.map(|()| done))
+    }
+
+    pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
+        sqlx::query(REJECTION_INSERT)
+            .bind(r.resource.as_str())
+            .bind(r.owner_id.as_uuid())
+            .bind(r.token.get())
+            .bind(r.current_token.map(FencingToken::get))
+            .bind(r.destination.as_ref().map(DestinationName::as_str))
+            .bind(r.idempotency_key.as_ref().map(IdempotencyKey::as_str))
+            .bind(r.stage)
+            .bind(r.reason)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
+        let rows = sqlx::query(REJECTION_LIST)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| RejectionRow {
+                id: r.get("id"),
+                resource: r.get("resource"),
+                owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
+                token: FencingToken::new(r.get("fence")),
+                current_token: r
+                    .get::<Option<i64>, _>("current_fence")
+                    .map(FencingToken::new),
+                destination: r.get("destination"),
+                idempotency_key: r.get("idempotency_key"),
+                stage: r.get("stage"),
+                reason: r.get("reason"),
+                rejected_at: r.get("rejected_at"),
+            })
+            .collect())
+    }
+
     /// Checks that the server answers; used by readiness probes.
     pub(crate) async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
         conn.ping().await.map_err(map_err)
     }
+}
+
+/// The fenced enqueue on one connection: the caller's transaction, or ours.
+pub(crate) async fn enqueue_on(
+    conn: &mut PgConnection,
+    lease: &Lease,
+    op: &NewOp,
+) -> Result<EnqueueResult, Error> {
+    let row = sqlx::query(OP_INSERT_IF_LEASE_HELD)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid())
+        .bind(lease.token.get())
+        .bind(op.op_id)
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .bind(&op.request_hash[..])
+        .bind(op.order_key.as_ref().map(OrderKey::as_str))
+        .bind(op.partition)
+        .bind(op.method.as_str())
+        .bind(&op.path)
+        .bind(&op.headers_json)
+        .bind(op.content_type.as_deref())
+        .bind(&op.body)
+        .bind(op.expire_with_generation)
+        .bind(op.delay_ms)
+        .bind(op.trace_context.as_deref())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    if let Some(seq) = row.get::<Option<i64>, _>("id") {
+        if op.supersede_pending {
+            sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+                .bind(lease.resource.as_str())
+                .bind(op.destination.as_str())
+                .bind(lease.token.get())
+                .execute(&mut *conn)
+                .await
+                .map_err(map_err)?;
+        }
+        return Ok(Ok(Enqueued {
+            op_id: op.op_id,
+            seq,
+            duplicate: false,
+            state: OpState::Pending,
+        }));
+    }
+    if let Err(reason) = check_lease(lease_seen(Some(row)), lease) {
+        return Ok(Err(Refusal::Rejected(reason)));
+    }
+    let found = sqlx::query(OP_FIND_BY_KEY)
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?
+        .map(|r| {
+            (
+                r.get("id"),
+                r.get("op_id"),
+                r.get("request_hash"),
+                r.get("state"),
+            )
+        });
+    duplicate_or_conflict(found, op, Backend::Postgres)
+}
+
+/// The lease columns of a row from `lease_check.sql` or `op_insert_if_lease_held.sql`;
+/// `None` when the resource was never leased.
+fn lease_seen(row: Option<PgRow>) -> Option<LeaseSeen> {
+    let row = row?;
+    let fence = row.get::<Option<i64>, _>("fence")?;
+    Some(LeaseSeen {
+        owner_id: row.get::<Option<Uuid>, _>("owner_id").map(OwnerId::from),
+        fence: FencingToken::new(fence),
+        live: row.get::<Option<bool>, _>("live").unwrap_or(false),
+    })
+}
+
+/// Commits when the work was accepted, rolls back otherwise.
+async fn finish(tx: sqlx::Transaction<'_, sqlx::Postgres>, commit: bool) -> Result<(), Error> {
+    if commit {
+        tx.commit().await
+    } else {
+        tx.rollback().await
+    }
+    .map_err(map_err)
 }
 
 /// Maps a driver error to its portable kind, by SQLSTATE where there is one.

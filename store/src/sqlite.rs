@@ -13,12 +13,29 @@ use time::OffsetDateTime;
 use crate::StoreOptions;
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
-use crate::model::{FencingToken, LeaseRow, OwnerId, ResourceName};
+use crate::model::{
+    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
+};
+use crate::op::{
+    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, OpState, Refusal, Rejection, RejectionRow,
+    check_lease, duplicate_or_conflict,
+};
+use uuid::fmt::Hyphenated;
 
 const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/sqlite/lease_acquire_if_free.sql");
 const LEASE_RENEW_IF_OWNER: &str = include_str!("../sql/sqlite/lease_renew_if_owner.sql");
 const LEASE_RELEASE_IF_OWNER: &str = include_str!("../sql/sqlite/lease_release_if_owner.sql");
 const LEASE_LIST: &str = include_str!("../sql/sqlite/lease_list.sql");
+const LEASE_CHECK: &str = include_str!("../sql/sqlite/lease_check.sql");
+const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../sql/sqlite/op_insert_if_lease_held.sql");
+const OP_SUPERSEDE_OLDER_PENDING: &str =
+    include_str!("../sql/sqlite/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../sql/sqlite/op_find_by_key.sql");
+const REJECTION_INSERT: &str = include_str!("../sql/sqlite/rejection_insert.sql");
+const REJECTION_LIST: &str = include_str!("../sql/sqlite/rejection_list.sql");
+/// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
+/// no other writer can slip between them.
+const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 const MIGRATION_BEGIN: &str = include_str!("../sql/sqlite/migration_begin.sql");
 const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/sqlite/migration_table_create.sql");
 const MIGRATION_LIST: &str = include_str!("../sql/sqlite/migration_list.sql");
@@ -181,11 +198,197 @@ impl SqliteStore {
             .collect()
     }
 
+    /// Enqueues in a `BEGIN IMMEDIATE` transaction.
+    pub(crate) async fn op_enqueue(
+        &self,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let result = enqueue_on(&mut tx, lease, op).await?;
+        finish(tx, result.is_ok()).await?;
+        Ok(result)
+    }
+
+    /// All or nothing, in one `BEGIN IMMEDIATE` transaction.
+    pub(crate) async fn op_enqueue_batch(
+        &self,
+        lease: &Lease,
+        ops: &[NewOp],
+    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let seen = lease_seen(&mut tx, &lease.resource).await?;
+        let mut done = Vec::with_capacity(ops.len());
+        let mut outcome = check_lease(seen, lease).map_err(Refusal::Rejected);
+        for op in ops {
+            if outcome.is_err() {
+                break;
+            }
+            match enqueue_on(&mut tx, lease, op).await? {
+                Ok(enqueued) => done.push(enqueued),
+                Err(refusal) => outcome = Err(refusal),
+            }
+        }
+        finish(tx, outcome.is_ok()).await?;
+        Ok(outcome.map(|()| done))
+    }
+
+    pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
+        sqlx::query(REJECTION_INSERT)
+            .bind(r.resource.as_str())
+            .bind(r.owner_id.as_uuid().hyphenated())
+            .bind(r.token.get())
+            .bind(r.current_token.map(FencingToken::get))
+            .bind(r.destination.as_ref().map(DestinationName::as_str))
+            .bind(r.idempotency_key.as_ref().map(IdempotencyKey::as_str))
+            .bind(r.stage)
+            .bind(r.reason)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
+        let rows = sqlx::query(REJECTION_LIST)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(RejectionRow {
+                    id: r.get("id"),
+                    resource: r.get("resource"),
+                    owner_id: r.get::<String, _>("owner_id").parse()?,
+                    token: FencingToken::new(r.get("fence")),
+                    current_token: r
+                        .get::<Option<i64>, _>("current_fence")
+                        .map(FencingToken::new),
+                    destination: r.get("destination"),
+                    idempotency_key: r.get("idempotency_key"),
+                    stage: r.get("stage"),
+                    reason: r.get("reason"),
+                    rejected_at: r.get("rejected_at"),
+                })
+            })
+            .collect()
+    }
+
     /// Checks that the file can be read; used by readiness probes.
     pub(crate) async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
         conn.ping().await.map_err(map_err)
     }
+}
+
+/// The fenced enqueue on one connection (the caller's transaction, or ours). The insert checks
+/// the lease itself; only when it inserted nothing are the lease and the key looked at, to say
+/// why.
+pub(crate) async fn enqueue_on(
+    conn: &mut SqliteConnection,
+    lease: &Lease,
+    op: &NewOp,
+) -> Result<EnqueueResult, Error> {
+    let inserted = sqlx::query(OP_INSERT_IF_LEASE_HELD)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid().hyphenated())
+        .bind(lease.token.get())
+        .bind(op.op_id.hyphenated())
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .bind(&op.request_hash[..])
+        .bind(op.order_key.as_ref().map(OrderKey::as_str))
+        .bind(op.partition)
+        .bind(op.method.as_str())
+        .bind(&op.path)
+        .bind(&op.headers_json)
+        .bind(op.content_type.as_deref())
+        .bind(&op.body)
+        .bind(op.expire_with_generation)
+        .bind(op.delay_ms)
+        .bind(op.trace_context.as_deref())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    if let Some(row) = inserted {
+        if op.supersede_pending {
+            sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+                .bind(lease.resource.as_str())
+                .bind(op.destination.as_str())
+                .bind(lease.token.get())
+                .execute(&mut *conn)
+                .await
+                .map_err(map_err)?;
+        }
+        return Ok(Ok(Enqueued {
+            op_id: op.op_id,
+            seq: row.get("id"),
+            duplicate: false,
+            state: OpState::Pending,
+        }));
+    }
+    if let Err(reason) = check_lease(lease_seen(conn, &lease.resource).await?, lease) {
+        return Ok(Err(Refusal::Rejected(reason)));
+    }
+    let found = sqlx::query(OP_FIND_BY_KEY)
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?
+        .map(|r| -> Result<FoundOp, Error> {
+            let op_id: Hyphenated = r.get("op_id");
+            Ok((
+                r.get("id"),
+                op_id.into_uuid(),
+                r.get("request_hash"),
+                r.get("state"),
+            ))
+        })
+        .transpose()?;
+    duplicate_or_conflict(found, op, Backend::Sqlite)
+}
+
+/// The lease row of `resource` as this connection sees it; `None` when never leased.
+async fn lease_seen(
+    conn: &mut SqliteConnection,
+    resource: &ResourceName,
+) -> Result<Option<LeaseSeen>, Error> {
+    let row = sqlx::query(LEASE_CHECK)
+        .bind(resource.as_str())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    row.map(|r| {
+        Ok(LeaseSeen {
+            owner_id: r
+                .get::<Option<String>, _>("owner_id")
+                .map(|s| s.parse::<OwnerId>())
+                .transpose()?,
+            fence: FencingToken::new(r.get("fence")),
+            live: r.get::<Option<bool>, _>("live").unwrap_or(false),
+        })
+    })
+    .transpose()
+}
+
+/// Commits when the work was accepted, rolls back otherwise.
+async fn finish(tx: sqlx::Transaction<'_, sqlx::Sqlite>, commit: bool) -> Result<(), Error> {
+    if commit {
+        tx.commit().await
+    } else {
+        tx.rollback().await
+    }
+    .map_err(map_err)
 }
 
 /// Whether a `sqlite:` URL names a file rather than an in-memory database.

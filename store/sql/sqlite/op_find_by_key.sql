@@ -1,0 +1,6 @@
+-- The op holding a (destination, idempotency key), to tell a duplicate from a conflict (G7).
+-- Parameters: ?1 destination, ?2 idempotency key.
+SELECT id, op_id, request_hash, state
+FROM outbox_ops
+WHERE destination = ?1
+  AND idempotency_key = ?2
