@@ -1,11 +1,33 @@
 //! The producer's error: one enum whose variants say what the caller can do.
 
-use outbox_store::{InvalidInput, MigrateError, StoreError};
+use outbox_store::{FencingToken, InvalidInput, MigrateError, StoreError};
+use uuid::Uuid;
 
 /// Every error of `outbox-producer`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// A newer owner holds the resource (or the owner id does not match): this work belongs to
+    /// an obsolete generation. Do not retry with the same token; nothing was written (G4).
+    #[error("stale fencing token: the resource's current token is {current_token}")]
+    Stale {
+        /// The resource's newest token.
+        current_token: FencingToken,
+    },
+    /// This owner's lease expired by the database clock before the enqueue; nothing was
+    /// written. Reacquire (a new token) and restart the work from a defined boundary.
+    #[error("the lease expired by the database clock before the enqueue")]
+    LeaseExpired,
+    /// This owner holds no lease on the resource: it was never acquired, or was released.
+    #[error("no lease is held on this resource by this owner")]
+    NoLease,
+    /// The (destination, idempotency key) already holds a different request; the original op
+    /// is kept and nothing was written (G7).
+    #[error("idempotency key already used for a different request by op {existing_op_id}")]
+    IdempotencyConflict {
+        /// The op that holds the key.
+        existing_op_id: Uuid,
+    },
     /// The input was refused before anything was written (G10).
     #[error(transparent)]
     Invalid(#[from] InvalidInput),

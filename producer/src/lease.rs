@@ -1,4 +1,4 @@
-//! Leases for applications: [`Outbox::try_acquire`], [`Outbox::renew`], [`Outbox::release`].
+//! The `Outbox` handle and leases for applications: [`Outbox::try_acquire`], [`Outbox::renew`], [`Outbox::release`].
 //!
 //! Invariant: at most one unexpired lease per resource by the database clock (G2), and every
 //! acquisition gets a token larger than all before it (G1). A paused process keeps its `Lease`
@@ -17,6 +17,7 @@ use crate::Error;
 #[derive(Debug, Clone)]
 pub struct Outbox {
     store: Store,
+    max_body_bytes: usize,
 }
 
 impl Outbox {
@@ -28,14 +29,26 @@ impl Outbox {
 
     /// Connects by URL with the given pool and lease-bound options.
     pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Outbox, Error> {
-        Ok(Outbox {
-            store: Store::connect(url, options).await?,
-        })
+        Ok(Outbox::from_store(Store::connect(url, options).await?))
     }
 
     /// Wraps a store that is already connected.
     pub fn from_store(store: Store) -> Outbox {
-        Outbox { store }
+        Outbox {
+            store,
+            max_body_bytes: crate::op::DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// Sets the largest op body accepted, in bytes (default 1 MiB).
+    pub fn with_max_body_bytes(mut self, limit: usize) -> Outbox {
+        self.max_body_bytes = limit;
+        self
+    }
+
+    /// The largest op body accepted, in bytes.
+    pub fn max_body_bytes(&self) -> usize {
+        self.max_body_bytes
     }
 
     /// The store underneath, shared with the dispatcher and admin roles.

@@ -1,31 +1,51 @@
 //! `outbox-producer`: fenced leases and a fenced outbox for applications.
 //!
 //! A worker that holds a lease on a resource gets a fencing token. Instead of calling a
-//! third-party API directly, it records the call in the outbox, and the insert is refused
-//! atomically when a newer owner exists; the dispatcher delivers accepted calls with an
-//! idempotency key. A stale owner's call is never sent.
-//!
-//! This release carries the lease half (DESIGN.md G1–G3):
+//! third-party API directly, it records the call in the outbox; the insert is refused
+//! atomically when a newer owner exists (G4), so a stale owner's call is never sent (G5). The
+//! dispatcher delivers accepted calls with the same `Idempotency-Key` on every attempt (G7):
+//! delivery is at-least-once, and effectively-once where the destination honours the key.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), outbox_producer::Error> {
 //! use std::time::Duration;
-//! let outbox = outbox_producer::Outbox::connect("sqlite://outbox.db").await?;
+//! use outbox_producer::{LeaseKeeper, Operation, Outbox};
+//!
+//! let outbox = Outbox::connect("sqlite://outbox.db").await?;
 //! outbox.migrate().await?;
-//! if let Some(lease) = outbox.try_acquire("statement:account-1842:2026-07", Duration::from_secs(30)).await? {
-//!     // ... work, fenced by lease.token ...
-//!     outbox.release(&lease).await?;
-//! }
+//! let ttl = Duration::from_secs(30);
+//! let Some(lease) = outbox.try_acquire("statement:account-1842:2026-07", ttl).await? else {
+//!     return Ok(()); // another worker has it
+//! };
+//! let keeper = LeaseKeeper::start(&outbox, lease, ttl);
+//! // ... build the statement, stopping early if keeper.lost() is cancelled ...
+//! let op = Operation::post("statements", "/v1/statements")
+//!     .json(&serde_json::json!({"account": 1842, "month": "2026-07"}))
+//!     .idempotency_key("statement-1842-2026-07")
+//!     .build()?;
+//! outbox.enqueue(&keeper.lease(), &op).await?; // Error::Stale if a newer owner exists
+//! keeper.release().await?;
 //! # Ok(()) }
 //! ```
 #![deny(missing_docs)]
 
+mod enqueue;
 mod error;
+mod keeper;
 mod lease;
+mod op;
 
 pub use error::Error;
+pub use keeper::LeaseKeeper;
 pub use lease::Outbox;
+pub use op::{
+    DEFAULT_MAX_BODY_BYTES, MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_NOT_BEFORE, MAX_PATH_LEN,
+    Operation, OperationBuilder,
+};
 pub use outbox_store::{
-    Backend, FencingToken, InvalidInput, Lease, LeaseRow, OwnerId, ResourceName, StoreError,
+    Backend, Conn, DestinationName, Enqueued, FencingToken, IdempotencyKey, InvalidInput, Lease,
+    LeaseRow, Method, OpState, OrderKey, OwnerId, RejectionRow, ResourceName, StoreError,
     StoreErrorKind, StoreOptions, TtlBounds,
 };
+/// The sqlx version whose transactions [`Outbox::enqueue_in`] takes.
+pub use sqlx;

@@ -1,0 +1,125 @@
+//! `LeaseKeeper`: holds a lease for long work, renewing it every TTL/3, and cancels a token
+//! the moment the lease cannot be kept.
+//!
+//! Invariant: while [`LeaseKeeper::lost`] is not cancelled, the last renewal succeeded less
+//! than two thirds of a TTL ago, so the lease is still held by the database clock. A renewal
+//! that fails, finds the lease lost, or takes longer than TTL/3 cancels the token at once and
+//! stops renewing: the worker should stop. Cancellation only saves wasted work; the fenced
+//! enqueue is what refuses a worker that ignores it or is paused (G4). On pause, the keeper
+//! pauses with the process and the lease expires; on crash, it expires; nothing is released
+//! early.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outbox_store::Lease;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, Outbox};
+
+/// Keeps a lease alive in a background task. Dropping it stops the renewals without
+/// releasing: the lease then expires after at most its TTL. Call [`LeaseKeeper::release`] to
+/// release it at once.
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    outbox: Outbox,
+    current: Arc<Mutex<Lease>>,
+    lost: CancellationToken,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl LeaseKeeper {
+    /// Starts renewing `lease` to `ttl` every `ttl / 3`. Must be called inside a Tokio runtime.
+    pub fn start(outbox: &Outbox, lease: Lease, ttl: Duration) -> LeaseKeeper {
+        let current = Arc::new(Mutex::new(lease));
+        let lost = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(renew_loop(
+            outbox.clone(),
+            current.clone(),
+            ttl,
+            lost.clone(),
+            stop.clone(),
+        ));
+        LeaseKeeper {
+            outbox: outbox.clone(),
+            current,
+            lost,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    /// The lease with its latest expiry.
+    pub fn lease(&self) -> Lease {
+        self.current.lock().expect("lease mutex").clone()
+    }
+
+    /// Cancelled as soon as a renewal fails or the lease is found lost.
+    pub fn lost(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
+    /// Whether the lease was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Stops renewing and releases the lease; `false` when it was already lost.
+    pub async fn release(mut self) -> Result<bool, Error> {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            // The loop only returns; a panic inside it would be a bug worth surfacing.
+            task.await.expect("lease keeper task");
+        }
+        let lease = self.lease();
+        self.outbox.release(&lease).await
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn renew_loop(
+    outbox: Outbox,
+    current: Arc<Mutex<Lease>>,
+    ttl: Duration,
+    lost: CancellationToken,
+    stop: CancellationToken,
+) {
+    let period = ttl / 3;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let lease = current.lock().expect("lease mutex").clone();
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(period, outbox.renew(&lease, ttl)) => r,
+        };
+        match outcome {
+            Ok(Ok(Some(renewed))) => *current.lock().expect("lease mutex") = renewed,
+            Ok(Ok(None)) => {
+                tracing::warn!(resource = %lease.resource, token = %lease.token, "lease lost: renewal refused");
+                lost.cancel();
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(resource = %lease.resource, token = %lease.token, error = %e, "lease renewal failed");
+                lost.cancel();
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(resource = %lease.resource, token = %lease.token, "lease renewal took longer than ttl/3");
+                lost.cancel();
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,753 @@
+//! `Operation`: one intended external call, built and checked before it goes near the
+//! database. Every G10 check of an op lives here, pure and unit-tested: destination names,
+//! methods, relative paths without `..`, header names and values (no CR/LF, no reserved names,
+//! no credentials), idempotency and order keys, delays and trace context.
+
+use std::time::Duration;
+
+use outbox_store::{
+    DestinationName, IdempotencyKey, InvalidInput, Lease, Method, NewOp, OrderKey, op,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The default limit on an op's body: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The longest path (with query) an op may have.
+pub const MAX_PATH_LEN: usize = 2048;
+/// The most headers an op may carry.
+pub const MAX_HEADERS: usize = 64;
+/// The longest header value.
+pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+/// The longest delay before the first attempt.
+pub const MAX_NOT_BEFORE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Headers the dispatcher sets itself, or that would smuggle credentials or break framing.
+const RESERVED: &[(&str, &str)] = &[
+    (
+        "host",
+        "the dispatcher sends to the destination's configured base URL",
+    ),
+    ("content-length", "the dispatcher frames the body itself"),
+    ("transfer-encoding", "the dispatcher frames the body itself"),
+    ("connection", "connection management is the dispatcher's"),
+    ("keep-alive", "connection management is the dispatcher's"),
+    ("upgrade", "connection management is the dispatcher's"),
+    ("te", "connection management is the dispatcher's"),
+    ("trailer", "connection management is the dispatcher's"),
+    (
+        "idempotency-key",
+        "the dispatcher sends the op's idempotency key on every attempt",
+    ),
+    (
+        "x-fencing-token",
+        "the dispatcher sends the op's fencing token",
+    ),
+    ("traceparent", "set the trace context with .traceparent()"),
+    ("tracestate", "set the trace context with .traceparent()"),
+    (
+        "content-type",
+        "give the content type with .body() or .json()",
+    ),
+    (
+        "authorization",
+        "credentials belong in the dispatcher's destination config, never in op rows",
+    ),
+    (
+        "proxy-authorization",
+        "credentials belong in the dispatcher's destination config, never in op rows",
+    ),
+];
+
+/// Reserved header name prefixes.
+const RESERVED_PREFIXES: &[(&str, &str)] = &[
+    ("x-outbox-", "X-Outbox-* headers are the dispatcher's"),
+    (
+        "webhook-",
+        "webhook-* headers are the dispatcher's Standard Webhooks signature",
+    ),
+];
+
+/// Which order key an op gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ordering {
+    /// The lease's resource (the default).
+    Resource,
+    /// A key of the caller's.
+    Key(OrderKey),
+    /// None: delivered beside anything.
+    Unordered,
+}
+
+/// One intended external call, checked and ready to enqueue. Build it with
+/// [`Operation::post`] (or `get`, `put`, `patch`, `delete`) and [`OperationBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    destination: DestinationName,
+    method: Method,
+    path: String,
+    headers: Vec<(String, String)>,
+    content_type: Option<String>,
+    body: Vec<u8>,
+    idempotency_key: IdempotencyKey,
+    ordering: Ordering,
+    not_before: Duration,
+    supersede_pending: bool,
+    expire_with_generation: bool,
+    traceparent: Option<String>,
+}
+
+/// Collects an op's parts; [`OperationBuilder::build`] checks them all at once.
+#[derive(Debug, Clone)]
+#[must_use = "an OperationBuilder does nothing until .build()"]
+pub struct OperationBuilder {
+    destination: String,
+    method: Method,
+    path: String,
+    headers: Vec<(String, String)>,
+    content_type: Option<String>,
+    body: Vec<u8>,
+    json_error: Option<String>,
+    idempotency_key: Option<String>,
+    order_key: Option<String>,
+    unordered: bool,
+    not_before: Duration,
+    supersede_pending: bool,
+    expire_with_generation: bool,
+    traceparent: Option<String>,
+}
+
+impl Operation {
+    /// An op calling `method` on `path` (below the destination's base URL) of the destination
+    /// named `destination` in the dispatcher's config.
+    ///
+    /// ```
+    /// use outbox_producer::{Method, Operation};
+    /// let op = Operation::builder("billing", Method::Post, "/invoices?draft=false")
+    ///     .json(&serde_json::json!({"account": 1842, "amount_cents": 1250}))
+    ///     .idempotency_key("invoice-1842-2026-07")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(op.path(), "/invoices?draft=false");
+    /// assert!(Operation::builder("billing", Method::Post, "https://evil.example/").build().is_err());
+    /// ```
+    pub fn builder(
+        destination: impl Into<String>,
+        method: Method,
+        path: impl Into<String>,
+    ) -> OperationBuilder {
+        OperationBuilder {
+            destination: destination.into(),
+            method,
+            path: path.into(),
+            headers: Vec::new(),
+            content_type: None,
+            body: Vec::new(),
+            json_error: None,
+            idempotency_key: None,
+            order_key: None,
+            unordered: false,
+            not_before: Duration::ZERO,
+            supersede_pending: false,
+            expire_with_generation: false,
+            traceparent: None,
+        }
+    }
+
+    /// A POST; see [`Operation::builder`].
+    pub fn post(destination: impl Into<String>, path: impl Into<String>) -> OperationBuilder {
+        Operation::builder(destination, Method::Post, path)
+    }
+
+    /// A PUT; see [`Operation::builder`].
+    pub fn put(destination: impl Into<String>, path: impl Into<String>) -> OperationBuilder {
+        Operation::builder(destination, Method::Put, path)
+    }
+
+    /// A PATCH; see [`Operation::builder`].
+    pub fn patch(destination: impl Into<String>, path: impl Into<String>) -> OperationBuilder {
+        Operation::builder(destination, Method::Patch, path)
+    }
+
+    /// A DELETE; see [`Operation::builder`].
+    pub fn delete(destination: impl Into<String>, path: impl Into<String>) -> OperationBuilder {
+        Operation::builder(destination, Method::Delete, path)
+    }
+
+    /// A GET; see [`Operation::builder`].
+    pub fn get(destination: impl Into<String>, path: impl Into<String>) -> OperationBuilder {
+        Operation::builder(destination, Method::Get, path)
+    }
+
+    /// The destination's name.
+    pub fn destination(&self) -> &DestinationName {
+        &self.destination
+    }
+
+    /// The HTTP method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// Path and query below the destination's base URL.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The idempotency key.
+    pub fn idempotency_key(&self) -> &IdempotencyKey {
+        &self.idempotency_key
+    }
+
+    /// The body.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// SHA-256 over method, path, headers, content type and body, each length-prefixed: what
+    /// "the same request" means for an idempotency key (G7).
+    pub fn request_hash(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        let mut part = |bytes: &[u8]| {
+            h.update((bytes.len() as u64).to_be_bytes());
+            h.update(bytes);
+        };
+        part(self.method.as_str().as_bytes());
+        part(self.path.as_bytes());
+        part(&(self.headers.len() as u64).to_be_bytes());
+        for (name, value) in &self.headers {
+            part(name.as_bytes());
+            part(value.as_bytes());
+        }
+        part(self.content_type.as_deref().unwrap_or("").as_bytes());
+        part(&self.body);
+        h.finalize().into()
+    }
+
+    /// The row to insert for this op under `lease`, checking the body against `max_body_bytes`.
+    pub(crate) fn to_new_op(
+        &self,
+        lease: &Lease,
+        max_body_bytes: usize,
+    ) -> Result<NewOp, InvalidInput> {
+        if self.body.len() > max_body_bytes {
+            return Err(InvalidInput::new(
+                "body",
+                format!(
+                    "is {} bytes, the limit is {max_body_bytes}",
+                    self.body.len()
+                ),
+            ));
+        }
+        let op_id = Uuid::now_v7();
+        let order_key = match &self.ordering {
+            Ordering::Resource => Some(OrderKey::from(&lease.resource)),
+            Ordering::Key(k) => Some(k.clone()),
+            Ordering::Unordered => None,
+        };
+        let headers_json = serde_json::to_string(&self.headers)
+            .map_err(|e| InvalidInput::new("headers", format!("cannot be encoded: {e}")))?;
+        Ok(NewOp {
+            op_id,
+            partition: op::partition_slot(order_key.as_ref(), op_id),
+            destination: self.destination.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            request_hash: self.request_hash(),
+            order_key,
+            method: self.method,
+            path: self.path.clone(),
+            headers_json,
+            content_type: self.content_type.clone(),
+            body: self.body.clone(),
+            expire_with_generation: self.expire_with_generation,
+            supersede_pending: self.supersede_pending,
+            // Bounded by MAX_NOT_BEFORE, so it fits.
+            delay_ms: self.not_before.as_millis() as i64,
+            trace_context: self.traceparent.clone(),
+        })
+    }
+}
+
+impl OperationBuilder {
+    /// Adds a header. Names the dispatcher sets (Host, Idempotency-Key, X-Fencing-Token,
+    /// traceparent, X-Outbox-*, webhook-*, …), Content-Type (use [`Self::body`]) and
+    /// credentials (Authorization: configure them on the destination) are refused at build.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the body and its content type.
+    pub fn body(mut self, bytes: impl Into<Vec<u8>>, content_type: impl Into<String>) -> Self {
+        self.body = bytes.into();
+        self.content_type = Some(content_type.into());
+        self
+    }
+
+    /// Sets the body to `value` as JSON, with content type `application/json`.
+    pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(bytes) => self.body(bytes, "application/json"),
+            Err(e) => {
+                self.json_error = Some(e.to_string());
+                self
+            }
+        }
+    }
+
+    /// The idempotency key (required): 1..=255 visible ASCII characters, unique per
+    /// destination, sent on every attempt.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Orders this op with others of the same key instead of the default, its resource.
+    pub fn order_key(mut self, key: impl Into<String>) -> Self {
+        self.order_key = Some(key.into());
+        self
+    }
+
+    /// Opts out of ordering: this op may be delivered beside any other.
+    pub fn unordered(mut self) -> Self {
+        self.unordered = true;
+        self
+    }
+
+    /// Delays the first attempt by `delay` from the enqueue (database clock).
+    pub fn not_before(mut self, delay: Duration) -> Self {
+        self.not_before = delay;
+        self
+    }
+
+    /// When this op is accepted, pending ops of older tokens for the same resource and
+    /// destination become `superseded` in the same transaction and are never sent.
+    pub fn supersede_pending(mut self) -> Self {
+        self.supersede_pending = true;
+        self
+    }
+
+    /// Deliver this op only while its token is still the newest of its resource; otherwise
+    /// the dispatcher marks it `superseded` when it would claim it.
+    pub fn expire_with_generation(mut self) -> Self {
+        self.expire_with_generation = true;
+        self
+    }
+
+    /// The producer's W3C trace context (`00-<trace id>-<parent id>-<flags>`), sent as
+    /// `traceparent` so the delivery joins the producer's trace.
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self
+    }
+
+    /// Checks every part and returns the op, or the first problem found.
+    pub fn build(self) -> Result<Operation, InvalidInput> {
+        let destination = DestinationName::new(self.destination)?;
+        check_path(&self.path)?;
+        check_headers(&self.headers)?;
+        if let Some(e) = self.json_error {
+            return Err(InvalidInput::new(
+                "body",
+                format!("cannot be encoded as JSON: {e}"),
+            ));
+        }
+        if let Some(ct) = &self.content_type {
+            check_header_value("content_type", ct)?;
+            if ct.trim().is_empty() {
+                return Err(InvalidInput::new("content_type", "must not be empty"));
+            }
+        }
+        let idempotency_key = IdempotencyKey::new(
+            self.idempotency_key
+                .ok_or_else(|| InvalidInput::new("idempotency_key", "is required"))?,
+        )?;
+        let ordering = match (self.order_key, self.unordered) {
+            (Some(_), true) => {
+                return Err(InvalidInput::new(
+                    "order_key",
+                    "cannot be combined with unordered()",
+                ));
+            }
+            (Some(k), false) => Ordering::Key(OrderKey::new(k)?),
+            (None, true) => Ordering::Unordered,
+            (None, false) => Ordering::Resource,
+        };
+        if self.not_before > MAX_NOT_BEFORE {
+            return Err(InvalidInput::new(
+                "not_before",
+                format!("{:?} is beyond the limit of 365 days", self.not_before),
+            ));
+        }
+        if let Some(tp) = &self.traceparent {
+            check_traceparent(tp)?;
+        }
+        Ok(Operation {
+            destination,
+            method: self.method,
+            path: self.path,
+            headers: self.headers,
+            content_type: self.content_type,
+            body: self.body,
+            idempotency_key,
+            ordering,
+            not_before: self.not_before,
+            supersede_pending: self.supersede_pending,
+            expire_with_generation: self.expire_with_generation,
+            traceparent: self.traceparent,
+        })
+    }
+}
+
+/// A path below the destination's base URL: `/…`, printable ASCII, no `..` segment.
+fn check_path(path: &str) -> Result<(), InvalidInput> {
+    let bad = |reason: String| Err(InvalidInput::new("path", reason));
+    if !path.starts_with('/') {
+        return bad(
+            "must start with / (a path below the destination's base URL, not a URL)".into(),
+        );
+    }
+    if path.starts_with("//") {
+        return bad("must not start with // (that names a host)".into());
+    }
+    if path.len() > MAX_PATH_LEN {
+        return bad(format!(
+            "is {} bytes long, the limit is {MAX_PATH_LEN}",
+            path.len()
+        ));
+    }
+    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
+        return bad(format!(
+            "contains {c:?}: percent-encode spaces, control and non-ASCII characters"
+        ));
+    }
+    if let Some(c) = path.chars().find(|c| matches!(c, '\\' | '#')) {
+        return bad(format!(
+            "contains {c:?}, which destinations read differently"
+        ));
+    }
+    let route = path.split('?').next().unwrap_or(path);
+    for segment in route.split('/') {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        if decoded == ".." {
+            return bad("must not contain a .. segment".into());
+        }
+    }
+    Ok(())
+}
+
+fn check_headers(headers: &[(String, String)]) -> Result<(), InvalidInput> {
+    if headers.len() > MAX_HEADERS {
+        return Err(InvalidInput::new(
+            "headers",
+            format!("{} headers, the limit is {MAX_HEADERS}", headers.len()),
+        ));
+    }
+    for (name, value) in headers {
+        check_header_name(name)?;
+        check_header_value("header_value", value)
+            .map_err(|e| InvalidInput::new("header_value", format!("of {name}: {}", e.reason)))?;
+    }
+    Ok(())
+}
+
+fn check_header_name(name: &str) -> Result<(), InvalidInput> {
+    let is_tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || name.len() > 128 || !name.chars().all(is_tchar) {
+        return Err(InvalidInput::new(
+            "header_name",
+            format!("{name:?} is not a valid header name (1..=128 token characters)"),
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    if let Some((_, why)) = RESERVED.iter().find(|(n, _)| *n == lower) {
+        return Err(InvalidInput::new(
+            "header_name",
+            format!("{name} is reserved: {why}"),
+        ));
+    }
+    if let Some((_, why)) = RESERVED_PREFIXES.iter().find(|(p, _)| lower.starts_with(p)) {
+        return Err(InvalidInput::new(
+            "header_name",
+            format!("{name} is reserved: {why}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Visible ASCII, spaces and tabs only: no CR/LF (header injection), no other controls.
+/// The reason never quotes the value: it may be sensitive.
+fn check_header_value(field: &'static str, value: &str) -> Result<(), InvalidInput> {
+    if value.len() > MAX_HEADER_VALUE_LEN {
+        return Err(InvalidInput::new(
+            field,
+            format!(
+                "is {} bytes, the limit is {MAX_HEADER_VALUE_LEN}",
+                value.len()
+            ),
+        ));
+    }
+    if value.contains(['\r', '\n']) {
+        return Err(InvalidInput::new(field, "contains CR or LF"));
+    }
+    if value
+        .chars()
+        .any(|c| !(c == ' ' || c == '\t' || c.is_ascii_graphic()))
+    {
+        return Err(InvalidInput::new(
+            field,
+            "may hold only visible ASCII, spaces and tabs",
+        ));
+    }
+    Ok(())
+}
+
+/// `00-<32 hex>-<16 hex>-<2 hex>`, ids not all zero (W3C Trace Context, version 00).
+fn check_traceparent(tp: &str) -> Result<(), InvalidInput> {
+    let parts: Vec<&str> = tp.split('-').collect();
+    let hex = |s: &str, len: usize| {
+        s.len() == len && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
+    };
+    let ok = parts.len() == 4
+        && parts[0] == "00"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].chars().any(|c| c != '0')
+        && parts[2].chars().any(|c| c != '0');
+    if ok {
+        Ok(())
+    } else {
+        Err(InvalidInput::new(
+            "traceparent",
+            "must be 00-<32 hex>-<16 hex>-<2 hex> with non-zero ids",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> OperationBuilder {
+        Operation::post("billing", "/invoices").idempotency_key("k-1")
+    }
+
+    fn field(b: OperationBuilder) -> &'static str {
+        b.build().expect_err("should be refused").field
+    }
+
+    #[test]
+    fn a_plain_op_builds() {
+        let op = base().json(&serde_json::json!({"a": 1})).build().unwrap();
+        assert_eq!(op.method(), Method::Post);
+        assert_eq!(op.body(), br#"{"a":1}"#);
+        assert_eq!(op.content_type.as_deref(), Some("application/json"));
+    }
+
+    #[test]
+    fn destinations_must_be_configured_names() {
+        for bad in [
+            "",
+            "Billing",
+            "billing.example.com",
+            "https://billing",
+            &"d".repeat(65),
+        ] {
+            assert_eq!(
+                field(Operation::post(bad, "/x").idempotency_key("k")),
+                "destination",
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn paths_are_relative_and_cannot_climb() {
+        for ok in ["/", "/invoices", "/a/b?x=1&y=%20z", "/v1/items/..x", "/%2F"] {
+            assert!(
+                Operation::post("d", ok)
+                    .idempotency_key("k")
+                    .build()
+                    .is_ok(),
+                "{ok:?}"
+            );
+        }
+        for bad in [
+            "invoices",
+            "https://evil.example/x",
+            "//evil.example/x",
+            "/a/../b",
+            "/..",
+            "/a/%2e%2e/b",
+            "/a/.%2E/b",
+            "/a b",
+            "/a\r\nHost: evil",
+            "/tab\there",
+            "/é",
+            "/a\\b",
+            "/a#frag",
+            &format!("/{}", "p".repeat(2048)),
+        ] {
+            assert_eq!(
+                field(Operation::post("d", bad).idempotency_key("k")),
+                "path",
+                "{bad:?}"
+            );
+        }
+        // `..` after the query is data, not a segment.
+        assert!(
+            Operation::post("d", "/search?q=..")
+                .idempotency_key("k")
+                .build()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn headers_refuse_injection_reserved_names_and_credentials() {
+        assert!(
+            base()
+                .header("X-Request-Source", "billing-job 7")
+                .header("Accept", "application/json")
+                .build()
+                .is_ok()
+        );
+        assert_eq!(
+            field(base().header("X-Evil", "a\r\nHost: evil")),
+            "header_value"
+        );
+        assert_eq!(
+            field(base().header("X-Evil", "line\nbreak")),
+            "header_value"
+        );
+        assert_eq!(field(base().header("X-Bell", "\u{7}")), "header_value");
+        assert_eq!(field(base().header("Bad Name", "v")), "header_name");
+        assert_eq!(field(base().header("", "v")), "header_name");
+        assert_eq!(field(base().header("X-Colon:", "v")), "header_name");
+        for reserved in [
+            "Host",
+            "content-length",
+            "Transfer-Encoding",
+            "Connection",
+            "Idempotency-Key",
+            "X-Fencing-Token",
+            "traceparent",
+            "TraceState",
+            "X-Outbox-Op-Id",
+            "x-outbox-anything",
+            "webhook-signature",
+            "Webhook-Id",
+            "Content-Type",
+            "Authorization",
+        ] {
+            assert_eq!(
+                field(base().header(reserved, "v")),
+                "header_name",
+                "{reserved}"
+            );
+        }
+        let too_many = (0..=MAX_HEADERS).fold(base(), |b, i| b.header(format!("X-H{i}"), "v"));
+        assert_eq!(field(too_many), "headers");
+    }
+
+    #[test]
+    fn header_errors_never_quote_the_value() {
+        let err = base().header("X-Secret", "hunter2\n").build().unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn keys_are_required_and_checked() {
+        assert_eq!(field(Operation::post("d", "/x")), "idempotency_key");
+        assert_eq!(
+            field(Operation::post("d", "/x").idempotency_key("")),
+            "idempotency_key"
+        );
+        assert_eq!(
+            field(Operation::post("d", "/x").idempotency_key("has space")),
+            "idempotency_key"
+        );
+        assert_eq!(
+            field(Operation::post("d", "/x").idempotency_key("k".repeat(256))),
+            "idempotency_key"
+        );
+        assert_eq!(field(base().order_key("")), "order_key");
+        assert_eq!(field(base().order_key("a\u{0}")), "order_key");
+        assert_eq!(field(base().order_key("a").unordered()), "order_key");
+    }
+
+    #[test]
+    fn delays_content_types_and_trace_context_are_bounded() {
+        assert!(base().not_before(Duration::from_secs(10)).build().is_ok());
+        assert_eq!(
+            field(base().not_before(MAX_NOT_BEFORE + Duration::from_secs(1))),
+            "not_before"
+        );
+        assert_eq!(
+            field(base().body(b"x".to_vec(), "text/plain\r\nX: y")),
+            "content_type"
+        );
+        assert_eq!(field(base().body(b"x".to_vec(), "")), "content_type");
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert!(base().traceparent(tp).build().is_ok());
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-XYZ-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(field(base().traceparent(bad)), "traceparent", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_body_limit_is_checked_against_the_outbox_setting() {
+        let lease = Lease {
+            resource: outbox_store::ResourceName::new("r").unwrap(),
+            owner_id: outbox_store::OwnerId::new_random(),
+            token: outbox_store::FencingToken::new(1),
+            expires_at: time::OffsetDateTime::UNIX_EPOCH,
+        };
+        let op = base()
+            .body(vec![0u8; 11], "application/octet-stream")
+            .build()
+            .unwrap();
+        assert_eq!(op.to_new_op(&lease, 10).unwrap_err().field, "body");
+        let new = op.to_new_op(&lease, 11).unwrap();
+        assert_eq!(
+            new.order_key.as_ref().map(OrderKey::as_str),
+            Some("r"),
+            "default order key: the resource"
+        );
+        assert_eq!(new.request_hash, op.request_hash());
+    }
+
+    #[test]
+    fn the_request_hash_covers_every_part_of_the_request() {
+        let a = base().body(b"1".to_vec(), "text/plain").build().unwrap();
+        let variants = [
+            base().body(b"2".to_vec(), "text/plain"),
+            base().body(b"1".to_vec(), "text/csv"),
+            base().body(b"1".to_vec(), "text/plain").header("X-A", "b"),
+            Operation::put("billing", "/invoices")
+                .idempotency_key("k-1")
+                .body(b"1".to_vec(), "text/plain"),
+            Operation::post("billing", "/invoices2")
+                .idempotency_key("k-1")
+                .body(b"1".to_vec(), "text/plain"),
+        ];
+        for v in variants {
+            assert_ne!(v.build().unwrap().request_hash(), a.request_hash());
+        }
+        // Delivery options are not part of the request.
+        let b = base()
+            .body(b"1".to_vec(), "text/plain")
+            .unordered()
+            .not_before(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        assert_eq!(b.request_hash(), a.request_hash());
+    }
+}
