@@ -6,5 +6,6 @@
 extern crate outbox_tests;
 
 mod guarantees;
+mod keeper;
 mod lease_model;
 mod migrations;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use outbox_producer::Outbox;
 use outbox_store::{Store, StoreOptions, TtlBounds};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row, SqliteConnection};
+use time::OffsetDateTime;
 
 use crate::pg::{self, Cluster, Server};
 
@@ -207,6 +208,51 @@ impl TestDb {
         out
     }
 
+    /// Every op row, in enqueue order, with the columns tests check.
+    pub async fn ops(&self) -> Vec<OpRow> {
+        const COLUMNS: &str = "id, resource, fence, destination, idempotency_key, state, order_key, \
+             created_at, next_attempt_at, body, content_type, expire_with_generation";
+        macro_rules! read {
+            ($conn:ty, $sql:expr) => {{
+                let mut c = <$conn>::connect(&self.url).await.expect("connect");
+                sqlx::query(AssertSqlSafe($sql))
+                    .fetch_all(&mut c)
+                    .await
+                    .expect("ops")
+                    .iter()
+                    .map(|r| OpRow {
+                        seq: r.get("id"),
+                        op_id: r.get("op_id"),
+                        resource: r.get("resource"),
+                        fence: r.get("fence"),
+                        destination: r.get("destination"),
+                        idempotency_key: r.get("idempotency_key"),
+                        state: r.get("state"),
+                        order_key: r.get("order_key"),
+                        created_at: r.get("created_at"),
+                        next_attempt_at: r.get("next_attempt_at"),
+                        body: r.get("body"),
+                        content_type: r.get("content_type"),
+                        headers: r.get("headers"),
+                        expire_with_generation: r.get("expire_with_generation"),
+                    })
+                    .collect()
+            }};
+        }
+        match self.kind {
+            Kind::Sqlite => read!(
+                SqliteConnection,
+                format!("SELECT {COLUMNS}, op_id, headers FROM outbox_ops ORDER BY id")
+            ),
+            Kind::Postgres => read!(
+                PgConnection,
+                format!(
+                    "SELECT {COLUMNS}, op_id::text AS op_id, headers::text AS headers FROM outbox_ops ORDER BY id"
+                )
+            ),
+        }
+    }
+
     /// Runs one statement written in the SQL both SQLite and PostgreSQL understand; tests use
     /// it to tamper with tables the way an operator or a bug could.
     pub async fn execute(&self, sql: &'static str) -> u64 {
@@ -259,6 +305,39 @@ impl TestDb {
             }
         }
     }
+}
+
+/// An op row as tests see it.
+#[derive(Debug, Clone)]
+pub struct OpRow {
+    /// Enqueue sequence.
+    pub seq: i64,
+    /// Public id, hyphenated.
+    pub op_id: String,
+    /// The resource it was enqueued under.
+    pub resource: String,
+    /// The producer's token.
+    pub fence: i64,
+    /// Destination name.
+    pub destination: String,
+    /// Idempotency key.
+    pub idempotency_key: String,
+    /// Stored state name.
+    pub state: String,
+    /// Order key, if ordered.
+    pub order_key: Option<String>,
+    /// Database time of the insert.
+    pub created_at: OffsetDateTime,
+    /// Database time of the first (next) attempt.
+    pub next_attempt_at: OffsetDateTime,
+    /// Body bytes.
+    pub body: Vec<u8>,
+    /// Body content type.
+    pub content_type: Option<String>,
+    /// Headers as stored (JSON text).
+    pub headers: String,
+    /// The expire-with-generation flag.
+    pub expire_with_generation: bool,
 }
 
 impl Drop for TestDb {

@@ -7,7 +7,7 @@ pub mod pg;
 pub mod rng;
 pub mod wait;
 
-pub use db::{Kind, TestDb};
+pub use db::{Kind, OpRow, TestDb};
 pub use rng::Rng;
 pub use wait::{wait_for, wait_until};
 

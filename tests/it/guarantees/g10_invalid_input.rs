@@ -97,7 +97,88 @@ async fn g10_default_bounds_are_the_seeds_5s_to_300s(db: TestDb) {
     );
 }
 
+/// Every kind of bad op is refused with the field it broke, and nothing at all is written:
+/// no op, no rejection.
+async fn g10_invalid_ops_are_refused_and_write_nothing(db: TestDb) {
+    use outbox_producer::{Method, Operation};
+    let outbox = db.outbox().await.with_max_body_bytes(1024);
+    let lease = outbox.try_acquire("held", TTL).await.unwrap().unwrap();
+    let before = db.snapshot().await;
+    let ok = || Operation::post("billing", "/v1/x").idempotency_key("k");
+    let cases: Vec<(&str, Result<Operation, outbox_producer::InvalidInput>)> = vec![
+        (
+            "destination",
+            Operation::post("https://billing.example", "/x")
+                .idempotency_key("k")
+                .build(),
+        ),
+        (
+            "destination",
+            Operation::post("Billing", "/x")
+                .idempotency_key("k")
+                .build(),
+        ),
+        (
+            "path",
+            Operation::post("billing", "https://evil.example/x")
+                .idempotency_key("k")
+                .build(),
+        ),
+        (
+            "path",
+            Operation::post("billing", "/a/../admin")
+                .idempotency_key("k")
+                .build(),
+        ),
+        (
+            "path",
+            Operation::builder("billing", Method::Get, "/a\r\nb")
+                .idempotency_key("k")
+                .build(),
+        ),
+        (
+            "header_value",
+            ok().header("X-A", "b\r\nHost: evil").build(),
+        ),
+        ("header_name", ok().header("Host", "evil.example").build()),
+        ("header_name", ok().header("X-Outbox-Attempt", "9").build()),
+        (
+            "header_name",
+            ok().header("Authorization", "Bearer secret").build(),
+        ),
+        ("idempotency_key", Operation::post("billing", "/x").build()),
+        (
+            "idempotency_key",
+            Operation::post("billing", "/x")
+                .idempotency_key("k".repeat(256))
+                .build(),
+        ),
+        ("order_key", ok().order_key("").build()),
+        ("traceparent", ok().traceparent("nope").build()),
+    ];
+    for (field, built) in cases {
+        assert_eq!(built.expect_err(field).field, field);
+    }
+    // Too large for this outbox: refused at enqueue, before any write.
+    let big = ok().body(vec![b'x'; 1025], "text/plain").build().unwrap();
+    assert_eq!(field_of(outbox.enqueue(&lease, &big).await), "body");
+    assert_eq!(
+        field_of(
+            outbox
+                .enqueue_batch(&lease, &[ok().build().unwrap(), big])
+                .await
+        ),
+        "body"
+    );
+    assert_eq!(
+        db.snapshot().await,
+        before,
+        "a refused op must write nothing"
+    );
+}
+
 conformance!(
+    g10_invalid_ops_are_refused_and_write_nothing,
     g10_invalid_lease_input_is_refused_and_writes_nothing,
     g10_default_bounds_are_the_seeds_5s_to_300s,
 );

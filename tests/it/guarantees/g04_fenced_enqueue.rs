@@ -1,0 +1,522 @@
+//! G4: an enqueue is accepted iff, atomically with the insert, the resource's lease has this
+//! owner id and token and is unexpired; otherwise nothing is inserted, the caller gets a typed
+//! error and a rejection record is kept.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outbox_producer::{Error, Lease, Operation};
+use outbox_tests::{Kind, Rng, TestDb, wait_for};
+use time::OffsetDateTime;
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn statement_op(key: &str, body: &str) -> Operation {
+    Operation::post("statements", "/v1/statements")
+        .body(body.as_bytes().to_vec(), "application/json")
+        .idempotency_key(key)
+        .build()
+        .unwrap()
+}
+
+/// The seed's story: A is paused past its lease, B takes over and enqueues, A resumes and is
+/// refused; only B's op is pending, and A's attempt is on record.
+async fn g4_seed_story_stale_owner_is_rejected_and_recorded(db: TestDb) {
+    let outbox = db.outbox().await;
+    let resource = "statement:account-1842:2026-07";
+    let a = outbox
+        .try_acquire(resource, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .expect("A acquires");
+    // A starts work, then stops renewing (paused). B waits for the lease to expire.
+    let outbox_ref = &outbox;
+    let b = wait_for(
+        Duration::from_secs(20),
+        "B takes over the expired lease",
+        || async move { outbox_ref.try_acquire(resource, TTL).await.unwrap() },
+    )
+    .await;
+    assert_eq!(b.token.get(), a.token.get() + 1);
+    let accepted = outbox
+        .enqueue(&b, &statement_op("statement-1842-2026-07", r#"{"by":"B"}"#))
+        .await
+        .unwrap();
+    assert!(!accepted.duplicate);
+
+    // A resumes and tries to record its (older) statement.
+    match outbox
+        .enqueue(&a, &statement_op("statement-1842-2026-07", r#"{"by":"A"}"#))
+        .await
+    {
+        Err(Error::Stale { current_token }) => assert_eq!(current_token, b.token),
+        other => panic!("A must be refused as stale, got {other:?}"),
+    }
+
+    let ops = db.ops().await;
+    assert_eq!(ops.len(), 1, "only B's op exists: {ops:?}");
+    assert_eq!(
+        (ops[0].fence, ops[0].state.as_str(), ops[0].body.as_slice()),
+        (b.token.get(), "pending", &br#"{"by":"B"}"#[..])
+    );
+    assert_eq!(ops[0].op_id, accepted.op_id.to_string());
+
+    let rejections = outbox.store().rejection_list(10).await.unwrap();
+    assert_eq!(rejections.len(), 1);
+    let r = &rejections[0];
+    assert_eq!(
+        (r.resource.as_str(), r.owner_id, r.token, r.current_token),
+        (resource, a.owner_id, a.token, Some(b.token))
+    );
+    assert_eq!((r.reason.as_str(), r.stage.as_str()), ("stale", "enqueue"));
+    assert_eq!(
+        (r.destination.as_deref(), r.idempotency_key.as_deref()),
+        (Some("statements"), Some("statement-1842-2026-07"))
+    );
+}
+
+async fn g4_several_enqueues_under_one_token_are_accepted(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = outbox
+        .try_acquire("billing:run-7", TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut seqs = Vec::new();
+    for i in 0..5 {
+        let done = outbox
+            .enqueue(&lease, &statement_op(&format!("line-{i}"), "{}"))
+            .await
+            .unwrap();
+        assert!(!done.duplicate);
+        seqs.push(done.seq);
+    }
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "sequence numbers grow: {seqs:?}"
+    );
+    let ops = db.ops().await;
+    assert_eq!(ops.len(), 5);
+    assert!(
+        ops.iter().all(
+            |o| o.fence == lease.token.get() && o.order_key.as_deref() == Some("billing:run-7")
+        )
+    );
+}
+
+async fn g4_expired_released_and_unknown_leases_get_their_own_errors(db: TestDb) {
+    let outbox = db.outbox().await;
+    let short = outbox
+        .try_acquire("short", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let outbox_ref = &outbox;
+    wait_for(
+        Duration::from_secs(20),
+        "the lease expired",
+        || async move { (!outbox_ref.list_leases().await.unwrap()[0].held).then_some(()) },
+    )
+    .await;
+    assert!(matches!(
+        outbox.enqueue(&short, &statement_op("k1", "{}")).await,
+        Err(Error::LeaseExpired)
+    ));
+
+    let released = outbox.try_acquire("released", TTL).await.unwrap().unwrap();
+    assert!(outbox.release(&released).await.unwrap());
+    assert!(matches!(
+        outbox.enqueue(&released, &statement_op("k2", "{}")).await,
+        Err(Error::NoLease)
+    ));
+
+    let never = Lease {
+        resource: outbox_producer::ResourceName::new("never-leased").unwrap(),
+        ..released.clone()
+    };
+    assert!(matches!(
+        outbox.enqueue(&never, &statement_op("k3", "{}")).await,
+        Err(Error::NoLease)
+    ));
+
+    assert!(db.ops().await.is_empty());
+    let reasons: Vec<String> = outbox
+        .store()
+        .rejection_list(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.reason)
+        .collect();
+    assert_eq!(reasons, ["no_lease", "no_lease", "expired"]);
+}
+
+/// One task keeps taking over the resource as each 1 s lease expires, while 8 tasks enqueue
+/// with whatever lease they last saw, sometimes holding on to it too long. Every accepted op
+/// must have had the newest token when it committed: it was inserted before the next token was
+/// granted (database time) and no newer token had been granted before the enqueue began.
+async fn g4_race_every_accepted_op_had_the_newest_token(db: TestDb) {
+    let outbox = db.outbox().await;
+    let clock = Arc::new(AtomicU64::new(0));
+    let first = outbox
+        .try_acquire("contended", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    // token -> (database time of the grant, order position after the grant returned)
+    let grants: Arc<Mutex<HashMap<i64, (OffsetDateTime, u64)>>> = Arc::default();
+    grants.lock().unwrap().insert(
+        first.token.get(),
+        (first.expires_at - Duration::from_secs(1), 0),
+    );
+    let (publish, current) = tokio::sync::watch::channel(first);
+    let stop = tokio_util::sync::CancellationToken::new();
+
+    let acquirer = {
+        let (outbox, grants, clock, stop) =
+            (outbox.clone(), grants.clone(), clock.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                if let Some(lease) = outbox
+                    .try_acquire("contended", Duration::from_secs(1))
+                    .await
+                    .unwrap()
+                {
+                    let seq = clock.fetch_add(1, Ordering::SeqCst);
+                    grants.lock().unwrap().insert(
+                        lease.token.get(),
+                        (lease.expires_at - Duration::from_secs(1), seq),
+                    );
+                    publish.send_replace(lease);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    // (token, op id, order position before the enqueue was invoked)
+    let accepted: Arc<Mutex<Vec<(i64, uuid::Uuid, u64)>>> = Arc::default();
+    let (stale, expired) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let producers: Vec<_> = (0..8u64)
+        .map(|p| {
+            let (outbox, current, clock, accepted) = (
+                outbox.clone(),
+                current.clone(),
+                clock.clone(),
+                accepted.clone(),
+            );
+            let (stale, expired) = (stale.clone(), expired.clone());
+            tokio::spawn(async move {
+                let mut rng = Rng::new(0x4_2026 + p);
+                for round in 0..40 {
+                    let lease = current.borrow().clone();
+                    for i in 0..1 + rng.below(4) {
+                        let op = statement_op(&format!("p{p}-r{round}-{i}"), "{}");
+                        let invoked = clock.fetch_add(1, Ordering::SeqCst);
+                        match outbox.enqueue(&lease, &op).await {
+                            Ok(done) => accepted.lock().unwrap().push((
+                                lease.token.get(),
+                                done.op_id,
+                                invoked,
+                            )),
+                            Err(Error::Stale { .. }) => _ = stale.fetch_add(1, Ordering::Relaxed),
+                            Err(Error::LeaseExpired) => _ = expired.fetch_add(1, Ordering::Relaxed),
+                            Err(e) => panic!("unexpected enqueue error: {e}"),
+                        }
+                        // Holding on to a lease for a while is how owners go stale.
+                        tokio::time::sleep(Duration::from_millis(5 + rng.below(60))).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+    stop.cancel();
+    acquirer.await.unwrap();
+
+    let grants = grants.lock().unwrap();
+    let created: HashMap<String, OffsetDateTime> = db
+        .ops()
+        .await
+        .into_iter()
+        .map(|o| (o.op_id, o.created_at))
+        .collect();
+    let accepted = accepted.lock().unwrap();
+    for (token, op_id, invoked) in accepted.iter() {
+        let Some((next_granted_at, next_granted_seq)) = grants.get(&(token + 1)) else {
+            continue;
+        };
+        let created_at = created[&op_id.to_string()];
+        assert!(
+            created_at < *next_granted_at,
+            "op {op_id} of token {token} inserted at {created_at}, after token {} was granted at {next_granted_at}",
+            token + 1
+        );
+        assert!(
+            invoked < next_granted_seq,
+            "op {op_id} of token {token} began after token {} was granted",
+            token + 1
+        );
+    }
+    let (stale, expired) = (
+        stale.load(Ordering::Relaxed),
+        expired.load(Ordering::Relaxed),
+    );
+    println!(
+        "race: {} accepted, {stale} rejected as stale, {expired} rejected as expired, {} tokens granted",
+        accepted.len(),
+        grants.len()
+    );
+    assert!(
+        !accepted.is_empty(),
+        "nothing was accepted: the test proved nothing"
+    );
+    assert!(
+        stale + expired > 0,
+        "nothing was rejected: the test proved nothing"
+    );
+    assert!(
+        grants.len() >= 3,
+        "the lease changed hands too rarely: {} tokens",
+        grants.len()
+    );
+}
+
+async fn g4_enqueue_in_commits_or_rolls_back_with_the_business_write(db: TestDb) {
+    let outbox = db.outbox().await;
+    db.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)")
+        .await;
+    let lease = outbox.try_acquire("invoice:7", TTL).await.unwrap().unwrap();
+    let op = |k: &str| statement_op(k, r#"{"invoice":7}"#);
+    match db.kind() {
+        Kind::Sqlite => {
+            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
+                .await
+                .unwrap();
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            outbox
+                .enqueue_in(&mut tx, &lease, &op("rolled-back"))
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            outbox
+                .enqueue_in(&mut tx, &lease, &op("committed"))
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+        Kind::Postgres => {
+            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
+                .await
+                .unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            outbox
+                .enqueue_in(&mut tx, &lease, &op("rolled-back"))
+                .await
+                .unwrap();
+            tx.rollback().await.unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            outbox
+                .enqueue_in(&mut tx, &lease, &op("committed"))
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+    }
+    let keys: Vec<String> = db
+        .ops()
+        .await
+        .into_iter()
+        .map(|o| o.idempotency_key)
+        .collect();
+    assert_eq!(keys, ["committed"]);
+    assert_eq!(
+        db.execute("UPDATE invoices SET amount = amount").await,
+        1,
+        "only the committed invoice exists"
+    );
+}
+
+/// A stale enqueue inside a caller's transaction is refused, and its rejection record survives
+/// the caller rolling back.
+async fn g4_rejection_in_a_caller_transaction_survives_its_rollback(db: TestDb) {
+    let outbox = db.outbox().await;
+    let old = outbox.try_acquire("tx-stale", TTL).await.unwrap().unwrap();
+    outbox.release(&old).await.unwrap();
+    let newer = outbox.try_acquire("tx-stale", TTL).await.unwrap().unwrap();
+    let op = statement_op("in-tx", "{}");
+    match db.kind() {
+        Kind::Sqlite => {
+            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
+                .await
+                .unwrap();
+            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+            let err = outbox.enqueue_in(&mut tx, &old, &op).await.unwrap_err();
+            assert!(
+                matches!(err, Error::Stale { current_token } if current_token == newer.token),
+                "{err:?}"
+            );
+            tx.rollback().await.unwrap();
+        }
+        Kind::Postgres => {
+            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
+                .await
+                .unwrap();
+            let mut tx = pool.begin().await.unwrap();
+            let err = outbox.enqueue_in(&mut tx, &old, &op).await.unwrap_err();
+            assert!(
+                matches!(err, Error::Stale { current_token } if current_token == newer.token),
+                "{err:?}"
+            );
+            tx.rollback().await.unwrap();
+        }
+    }
+    let store = outbox.store();
+    let rejection = wait_for(
+        Duration::from_secs(20),
+        "the rejection is recorded",
+        || async move { store.rejection_list(1).await.unwrap().pop() },
+    )
+    .await;
+    assert_eq!(
+        (rejection.stage.as_str(), rejection.token),
+        ("enqueue_in", old.token)
+    );
+    assert!(db.ops().await.is_empty());
+}
+
+async fn g4_batches_are_all_or_nothing(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = outbox.try_acquire("batch", TTL).await.unwrap().unwrap();
+    outbox
+        .enqueue(&lease, &statement_op("taken", "original"))
+        .await
+        .unwrap();
+    let batch = [
+        statement_op("b1", "{}"),
+        statement_op("b2", "{}"),
+        statement_op("taken", "different"),
+    ];
+    assert!(matches!(
+        outbox.enqueue_batch(&lease, &batch).await,
+        Err(Error::IdempotencyConflict { .. })
+    ));
+    assert_eq!(
+        db.ops().await.len(),
+        1,
+        "the conflicting batch left nothing behind"
+    );
+
+    let batch = [
+        statement_op("b1", "{}"),
+        statement_op("b2", "{}"),
+        statement_op("taken", "original"),
+    ];
+    let done = outbox.enqueue_batch(&lease, &batch).await.unwrap();
+    assert_eq!(
+        done.iter().map(|d| d.duplicate).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    assert_eq!(db.ops().await.len(), 3);
+
+    outbox.release(&lease).await.unwrap();
+    let batch = [statement_op("c1", "{}"), statement_op("c2", "{}")];
+    assert!(matches!(
+        outbox.enqueue_batch(&lease, &batch).await,
+        Err(Error::NoLease)
+    ));
+    assert_eq!(db.ops().await.len(), 3);
+    let rejection = &outbox.store().rejection_list(1).await.unwrap()[0];
+    assert_eq!(
+        (
+            rejection.stage.as_str(),
+            rejection.idempotency_key.as_deref()
+        ),
+        ("enqueue_batch", Some("c1"))
+    );
+}
+
+/// The lock half of G4: while an enqueue's transaction is open it holds the lease row (FOR
+/// SHARE on PostgreSQL, the write lock on SQLite), so a takeover after expiry waits for it
+/// to commit, and the accepted op is never committed after a newer token was granted.
+async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {
+    let outbox = db.outbox().await;
+    let ttl = Duration::from_secs(1);
+    let lease = outbox.try_acquire("locked", ttl).await.unwrap().unwrap();
+    let op = statement_op("in-open-tx", "{}");
+    let takeover = |outbox: outbox_producer::Outbox| {
+        tokio::spawn(async move {
+            // Past the 1 s lease: by the clock the lease is free to take.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            outbox.try_acquire("locked", TTL).await.unwrap()
+        })
+    };
+    macro_rules! scenario {
+        ($tx:expr) => {{
+            let mut tx = $tx;
+            outbox.enqueue_in(&mut tx, &lease, &op).await.unwrap();
+            let taker = takeover(outbox.clone());
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            assert!(
+                !taker.is_finished(),
+                "the takeover must wait for the open enqueue transaction"
+            );
+            tx.commit().await.unwrap();
+            taker
+                .await
+                .unwrap()
+                .expect("the takeover succeeds once the enqueue committed")
+        }};
+    }
+    let newer = match db.kind() {
+        Kind::Sqlite => {
+            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
+                .await
+                .unwrap();
+            scenario!(pool.begin_with("BEGIN IMMEDIATE").await.unwrap())
+        }
+        Kind::Postgres => {
+            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
+                .await
+                .unwrap();
+            scenario!(pool.begin().await.unwrap())
+        }
+    };
+    assert_eq!(newer.token.get(), lease.token.get() + 1);
+    let op_row = &db.ops().await[0];
+    assert!(
+        op_row.created_at < newer.expires_at - TTL,
+        "the op was inserted before the takeover"
+    );
+}
+
+conformance!(
+    g4_a_takeover_waits_for_an_open_enqueue_transaction,
+    g4_seed_story_stale_owner_is_rejected_and_recorded,
+    g4_several_enqueues_under_one_token_are_accepted,
+    g4_expired_released_and_unknown_leases_get_their_own_errors,
+    g4_race_every_accepted_op_had_the_newest_token,
+    g4_enqueue_in_commits_or_rolls_back_with_the_business_write,
+    g4_rejection_in_a_caller_transaction_survives_its_rollback,
+    g4_batches_are_all_or_nothing,
+);
