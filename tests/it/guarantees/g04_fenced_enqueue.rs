@@ -237,13 +237,13 @@ async fn g4_race_every_accepted_op_had_the_newest_token(db: TestDb) {
     stop.cancel();
     acquirer.await.unwrap();
 
-    let grants = grants.lock().unwrap();
     let created: HashMap<String, OffsetDateTime> = db
         .ops()
         .await
         .into_iter()
         .map(|o| (o.op_id, o.created_at))
         .collect();
+    let grants = grants.lock().unwrap();
     let accepted = accepted.lock().unwrap();
     for (token, op_id, invoked) in accepted.iter() {
         let Some((next_granted_at, next_granted_seq)) = grants.get(&(token + 1)) else {
