@@ -15,6 +15,12 @@ pub(crate) struct CliError {
 pub(crate) const ERROR: u8 = 1;
 /// Bad usage or invalid input; nothing was written.
 pub(crate) const INVALID: u8 = 2;
+/// Stale token, expired or lost lease: this owner's generation is over.
+pub(crate) const STALE: u8 = 3;
+/// The idempotency key holds a different request.
+pub(crate) const CONFLICT: u8 = 5;
+/// Another owner holds the lease.
+pub(crate) const BUSY: u8 = 6;
 
 impl CliError {
     pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
@@ -40,6 +46,19 @@ impl From<outbox_store::Error> for CliError {
             outbox_store::Error::Store(e) => CliError::other(e.to_string()),
             outbox_store::Error::Migrate(e) => CliError::other(e.to_string()),
         }
+    }
+}
+
+impl From<outbox_producer::Error> for CliError {
+    fn from(e: outbox_producer::Error) -> Self {
+        use outbox_producer::Error as E;
+        let code = match &e {
+            E::Stale { .. } | E::LeaseExpired | E::NoLease => STALE,
+            E::IdempotencyConflict { .. } => CONFLICT,
+            E::Invalid(_) => INVALID,
+            _ => ERROR,
+        };
+        CliError::new(code, e.to_string())
     }
 }
 

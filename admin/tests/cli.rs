@@ -92,10 +92,212 @@ async fn lease_list_shows_tokens_owners_and_state(db: TestDb) {
     assert!(text.contains("free") && text.contains("2 leases"), "{text}");
 }
 
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        stderr(out)
+    );
+    serde_json::from_str(stdout(out).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(out)))
+}
+
+/// `--resource R --owner-id O --token T` from a lease printed by `lease acquire --json`.
+fn lease_args(lease: &serde_json::Value) -> Vec<String> {
+    vec![
+        "--resource".into(),
+        lease["resource"].as_str().unwrap().into(),
+        "--owner-id".into(),
+        lease["owner_id"].as_str().unwrap().into(),
+        "--token".into(),
+        lease["token"].to_string(),
+    ]
+}
+
+/// Runs `outboxctl <verb…> <lease args> <rest…> --database-url URL` with 1 s leases allowed.
+fn with_lease(db: &TestDb, verb: &[&str], lease: &serde_json::Value, rest: &[&str]) -> Output {
+    let lease = lease_args(lease);
+    let mut args: Vec<&str> = verb.to_vec();
+    args.extend(lease.iter().map(String::as_str));
+    args.extend(rest);
+    args.extend(["--database-url", db.url()]);
+    outboxctl(&args, &[("OUTBOX_LEASE_MIN_TTL", "1s")])
+}
+
+fn enqueue(db: &TestDb, lease: &serde_json::Value, body: &str) -> Output {
+    let rest = [
+        "--destination",
+        "statements",
+        "--path",
+        "/v1/statements",
+        "--header",
+        "X-Job: statement-worker",
+        "--body",
+        body,
+        "--idempotency-key",
+        "statement-1842-2026-07",
+        "--json",
+    ];
+    with_lease(db, &["enqueue"], lease, &rest)
+}
+
+/// The seed's story from the shell: A acquires, B takes over after expiry and enqueues, A's
+/// enqueue exits 3, B's retry is a duplicate, a changed request exits 5.
+async fn outboxctl_tells_the_seed_story(db: TestDb) {
+    let env = [("OUTBOX_LEASE_MIN_TTL", "1s")];
+    let url = db.url();
+    let run = |args: &[&str]| outboxctl(&[args, &["--database-url", url]].concat(), &env);
+    assert!(run(&["migrate"]).status.success());
+    let resource = "statement:account-1842:2026-07";
+    let a = json(&run(&[
+        "lease",
+        "acquire",
+        "--resource",
+        resource,
+        "--ttl",
+        "1s",
+        "--json",
+    ]));
+    assert_eq!(a["token"], 1);
+    let busy = run(&["lease", "acquire", "--resource", resource, "--ttl", "30s"]);
+    assert_eq!(busy.status.code(), Some(6), "{}", stderr(&busy));
+
+    let run = &run;
+    let b = outbox_tests::wait_for(
+        Duration::from_secs(20),
+        "B acquires after A's lease expired",
+        || async move {
+            let out = run(&[
+                "lease",
+                "acquire",
+                "--resource",
+                resource,
+                "--ttl",
+                "30s",
+                "--json",
+            ]);
+            out.status.success().then(|| json(&out))
+        },
+    )
+    .await;
+    assert_eq!(b["token"], 2);
+
+    let accepted = json(&enqueue(&db, &b, r#"{"by":"B"}"#));
+    assert_eq!(accepted["duplicate"], false);
+    assert_eq!(accepted["state"], "pending");
+
+    let stale = enqueue(&db, &a, r#"{"by":"A"}"#);
+    assert_eq!(stale.status.code(), Some(3), "{}", stderr(&stale));
+    assert!(stderr(&stale).contains("stale"), "{}", stderr(&stale));
+
+    let again = json(&enqueue(&db, &b, r#"{"by":"B"}"#));
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(again["op_id"], accepted["op_id"]);
+
+    let changed = enqueue(&db, &b, r#"{"by":"someone else"}"#);
+    assert_eq!(changed.status.code(), Some(5), "{}", stderr(&changed));
+
+    let renewed = json(&with_lease(
+        &db,
+        &["lease", "renew"],
+        &b,
+        &["--ttl", "60s", "--json"],
+    ));
+    assert_eq!(renewed["token"], 2);
+    assert_eq!(
+        with_lease(&db, &["lease", "renew"], &a, &["--ttl", "60s"])
+            .status
+            .code(),
+        Some(3)
+    );
+    assert_eq!(
+        with_lease(&db, &["lease", "release"], &a, &[])
+            .status
+            .code(),
+        Some(3)
+    );
+    let release = with_lease(&db, &["lease", "release"], &b, &[]);
+    assert!(release.status.success(), "{}", stderr(&release));
+
+    let ops = db.ops().await;
+    assert_eq!(ops.len(), 1);
+    assert_eq!(
+        (ops[0].fence, ops[0].body.as_slice()),
+        (2, &br#"{"by":"B"}"#[..])
+    );
+    assert_eq!(ops[0].content_type.as_deref(), Some("application/json"));
+    assert_eq!(
+        ops[0].headers.replace(' ', ""),
+        r#"[["X-Job","statement-worker"]]"#
+    );
+}
+
 conformance!(
     migrate_applies_once_then_reports_up_to_date,
-    lease_list_shows_tokens_owners_and_state
+    lease_list_shows_tokens_owners_and_state,
+    outboxctl_tells_the_seed_story,
 );
+
+#[test]
+fn enqueue_refuses_bad_input_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("x.db").display());
+    let lease = [
+        "--resource",
+        "r",
+        "--owner-id",
+        "00000000-0000-4000-8000-000000000000",
+        "--token",
+        "1",
+    ];
+    let common = [&["enqueue", "--database-url", url.as_str()][..], &lease[..]].concat();
+    let good = [
+        ("--destination", "d"),
+        ("--path", "/x"),
+        ("--idempotency-key", "k"),
+    ];
+    let bad = [
+        ("--destination", "https://evil"),
+        ("--path", "/../x"),
+        ("--header", "Host: evil"),
+        ("--header", "no colon"),
+        ("--method", "CONNECT"),
+        ("--idempotency-key", "has space"),
+    ];
+    for (flag, value) in bad {
+        let mut args = common.clone();
+        for (f, v) in good.iter().filter(|(f, _)| *f != flag) {
+            args.extend([*f, *v]);
+        }
+        args.extend([flag, value]);
+        let out = outboxctl(&args, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{flag} {value}: {}",
+            stderr(&out)
+        );
+    }
+    let bad_owner = [
+        "enqueue",
+        "--database-url",
+        &url,
+        "--resource",
+        "r",
+        "--owner-id",
+        "x",
+        "--token",
+        "1",
+        "--destination",
+        "d",
+        "--path",
+        "/x",
+        "--idempotency-key",
+        "k",
+    ];
+    let out = outboxctl(&bad_owner, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
 
 #[test]
 fn sqlite_file_is_created_when_missing() {
