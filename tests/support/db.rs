@@ -31,6 +31,22 @@ pub struct TestDb {
     drop_on_external_server: Option<(String, String)>,
 }
 
+/// Runs `$body` with `$c` bound to a new connection to `$db`, of its backend's type.
+macro_rules! with_conn {
+    ($db:expr, $c:ident => $body:expr) => {
+        match $db.kind {
+            Kind::Sqlite => {
+                let mut $c = SqliteConnection::connect(&$db.url).await.expect("connect");
+                $body
+            }
+            Kind::Postgres => {
+                let mut $c = PgConnection::connect(&$db.url).await.expect("connect");
+                $body
+            }
+        }
+    };
+}
+
 /// Installs the process-wide TLS provider once (the drivers refuse to pick one themselves).
 fn init() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -170,110 +186,62 @@ impl TestDb {
              (SELECT count(*) FROM outbox_attempts) AS attempts, \
              (SELECT count(*) FROM outbox_rejections) AS rejections, \
              (SELECT count(*) FROM outbox_admin_log) AS admin_log";
-        let mut out = Vec::new();
-        match self.kind {
+        let leases = match self.kind {
             Kind::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url).await.expect("connect");
-                let rows = sqlx::query(
-                    "SELECT resource || '|' || coalesce(owner_id, '-') || '|' || \
-                     coalesce(expires_at, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource",
-                )
-                .fetch_all(&mut c)
-                .await
-                .expect("leases");
-                out.extend(rows.iter().map(|r| r.get::<String, _>("r")));
-                let counts = sqlx::query(COUNTS).fetch_one(&mut c).await.expect("counts");
-                out.push(format!(
-                    "{:?}",
-                    (0..4).map(|i| counts.get::<i64, _>(i)).collect::<Vec<_>>()
-                ));
+                "SELECT resource || '|' || coalesce(owner_id, '-') || '|' || \
+                 coalesce(expires_at, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource"
             }
             Kind::Postgres => {
-                let mut c = PgConnection::connect(&self.url).await.expect("connect");
-                let rows = sqlx::query(
-                    "SELECT resource || '|' || coalesce(owner_id::text, '-') || '|' || \
-                     coalesce(expires_at::text, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource",
-                )
-                .fetch_all(&mut c)
-                .await
-                .expect("leases");
-                out.extend(rows.iter().map(|r| r.get::<String, _>("r")));
-                let counts = sqlx::query(COUNTS).fetch_one(&mut c).await.expect("counts");
-                out.push(format!(
-                    "{:?}",
-                    (0..4).map(|i| counts.get::<i64, _>(i)).collect::<Vec<_>>()
-                ));
+                "SELECT resource || '|' || coalesce(owner_id::text, '-') || '|' || \
+                 coalesce(expires_at::text, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource"
             }
-        }
-        out
+        };
+        with_conn!(self, c => {
+            let rows = sqlx::query(leases).fetch_all(&mut c).await.expect("leases");
+            let mut out: Vec<String> = rows.iter().map(|r| r.get::<String, _>("r")).collect();
+            let counts = sqlx::query(COUNTS).fetch_one(&mut c).await.expect("counts");
+            out.push(format!("{:?}", (0..4).map(|i| counts.get::<i64, _>(i)).collect::<Vec<_>>()));
+            out
+        })
     }
 
     /// Every op row, in enqueue order, with the columns tests check.
     pub async fn ops(&self) -> Vec<OpRow> {
-        const COLUMNS: &str = "id, resource, fence, destination, idempotency_key, state, order_key, \
-             created_at, next_attempt_at, body, content_type, expire_with_generation";
-        macro_rules! read {
-            ($conn:ty, $sql:expr) => {{
-                let mut c = <$conn>::connect(&self.url).await.expect("connect");
-                sqlx::query(AssertSqlSafe($sql))
-                    .fetch_all(&mut c)
-                    .await
-                    .expect("ops")
-                    .iter()
-                    .map(|r| OpRow {
-                        seq: r.get("id"),
-                        op_id: r.get("op_id"),
-                        resource: r.get("resource"),
-                        fence: r.get("fence"),
-                        destination: r.get("destination"),
-                        idempotency_key: r.get("idempotency_key"),
-                        state: r.get("state"),
-                        order_key: r.get("order_key"),
-                        created_at: r.get("created_at"),
-                        next_attempt_at: r.get("next_attempt_at"),
-                        body: r.get("body"),
-                        content_type: r.get("content_type"),
-                        headers: r.get("headers"),
-                        expire_with_generation: r.get("expire_with_generation"),
-                    })
-                    .collect()
-            }};
-        }
-        match self.kind {
-            Kind::Sqlite => read!(
-                SqliteConnection,
-                format!("SELECT {COLUMNS}, op_id, headers FROM outbox_ops ORDER BY id")
-            ),
-            Kind::Postgres => read!(
-                PgConnection,
-                format!(
-                    "SELECT {COLUMNS}, op_id::text AS op_id, headers::text AS headers FROM outbox_ops ORDER BY id"
-                )
-            ),
-        }
+        let sql = match self.kind {
+            Kind::Sqlite => {
+                "SELECT *, op_id AS op_text, headers AS headers_text FROM outbox_ops ORDER BY id"
+            }
+            Kind::Postgres => {
+                "SELECT *, op_id::text AS op_text, headers::text AS headers_text FROM outbox_ops ORDER BY id"
+            }
+        };
+        with_conn!(self, c => {
+            let rows = sqlx::query(sql).fetch_all(&mut c).await.expect("ops");
+            rows.iter()
+                .map(|r| OpRow {
+                    seq: r.get("id"),
+                    op_id: r.get("op_text"),
+                    resource: r.get("resource"),
+                    fence: r.get("fence"),
+                    destination: r.get("destination"),
+                    idempotency_key: r.get("idempotency_key"),
+                    state: r.get("state"),
+                    order_key: r.get("order_key"),
+                    created_at: r.get("created_at"),
+                    next_attempt_at: r.get("next_attempt_at"),
+                    body: r.get("body"),
+                    content_type: r.get("content_type"),
+                    headers: r.get("headers_text"),
+                    expire_with_generation: r.get("expire_with_generation"),
+                })
+                .collect()
+        })
     }
 
     /// Runs one statement written in the SQL both SQLite and PostgreSQL understand; tests use
     /// it to tamper with tables the way an operator or a bug could.
     pub async fn execute(&self, sql: &'static str) -> u64 {
-        match self.kind {
-            Kind::Sqlite => {
-                let mut c = SqliteConnection::connect(&self.url).await.expect("connect");
-                sqlx::query(sql)
-                    .execute(&mut c)
-                    .await
-                    .expect("execute")
-                    .rows_affected()
-            }
-            Kind::Postgres => {
-                let mut c = PgConnection::connect(&self.url).await.expect("connect");
-                sqlx::query(sql)
-                    .execute(&mut c)
-                    .await
-                    .expect("execute")
-                    .rows_affected()
-            }
-        }
+        with_conn!(self, c => sqlx::query(sql).execute(&mut c).await.expect("execute").rows_affected())
     }
 
     /// Moves every lease's expiry `secs` seconds into the past: to the leases, the same as the

@@ -13,6 +13,30 @@ use time::OffsetDateTime;
 
 const TTL: Duration = Duration::from_secs(30);
 
+/// Runs the block with `$tx` bound to a new transaction on the caller's own pool of `$db`
+/// (SQLite: `BEGIN IMMEDIATE`), as an application using `enqueue_in` would; the block
+/// commits or rolls back.
+macro_rules! in_caller_tx {
+    ($db:expr, |$tx:ident| $body:block) => {
+        match $db.kind() {
+            Kind::Sqlite => {
+                let pool = outbox_producer::sqlx::SqlitePool::connect($db.url())
+                    .await
+                    .unwrap();
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+                $body
+            }
+            Kind::Postgres => {
+                let pool = outbox_producer::sqlx::PgPool::connect($db.url())
+                    .await
+                    .unwrap();
+                let mut $tx = pool.begin().await.unwrap();
+                $body
+            }
+        }
+    };
+}
+
 fn statement_op(key: &str, body: &str) -> Operation {
     Operation::post("statements", "/v1/statements")
         .body(body.as_bytes().to_vec(), "application/json")
@@ -291,58 +315,28 @@ async fn g4_enqueue_in_commits_or_rolls_back_with_the_business_write(db: TestDb)
         .await;
     let lease = outbox.try_acquire("invoice:7", TTL).await.unwrap().unwrap();
     let op = |k: &str| statement_op(k, r#"{"invoice":7}"#);
-    match db.kind() {
-        Kind::Sqlite => {
-            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
-                .await
-                .unwrap();
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            outbox
-                .enqueue_in(&mut tx, &lease, &op("rolled-back"))
-                .await
-                .unwrap();
-            tx.rollback().await.unwrap();
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            outbox
-                .enqueue_in(&mut tx, &lease, &op("committed"))
-                .await
-                .unwrap();
-            tx.commit().await.unwrap();
-        }
-        Kind::Postgres => {
-            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
-                .await
-                .unwrap();
-            let mut tx = pool.begin().await.unwrap();
-            sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            outbox
-                .enqueue_in(&mut tx, &lease, &op("rolled-back"))
-                .await
-                .unwrap();
-            tx.rollback().await.unwrap();
-            let mut tx = pool.begin().await.unwrap();
-            sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
-                .execute(&mut *tx)
-                .await
-                .unwrap();
-            outbox
-                .enqueue_in(&mut tx, &lease, &op("committed"))
-                .await
-                .unwrap();
-            tx.commit().await.unwrap();
-        }
-    }
+    in_caller_tx!(db, |tx| {
+        sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        outbox
+            .enqueue_in(&mut tx, &lease, &op("rolled-back"))
+            .await
+            .unwrap();
+        tx.rollback().await.unwrap();
+    });
+    in_caller_tx!(db, |tx| {
+        sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        outbox
+            .enqueue_in(&mut tx, &lease, &op("committed"))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    });
     let keys: Vec<String> = db
         .ops()
         .await
@@ -365,32 +359,14 @@ async fn g4_rejection_in_a_caller_transaction_survives_its_rollback(db: TestDb) 
     outbox.release(&old).await.unwrap();
     let newer = outbox.try_acquire("tx-stale", TTL).await.unwrap().unwrap();
     let op = statement_op("in-tx", "{}");
-    match db.kind() {
-        Kind::Sqlite => {
-            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
-                .await
-                .unwrap();
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-            let err = outbox.enqueue_in(&mut tx, &old, &op).await.unwrap_err();
-            assert!(
-                matches!(err, Error::Stale { current_token } if current_token == newer.token),
-                "{err:?}"
-            );
-            tx.rollback().await.unwrap();
-        }
-        Kind::Postgres => {
-            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
-                .await
-                .unwrap();
-            let mut tx = pool.begin().await.unwrap();
-            let err = outbox.enqueue_in(&mut tx, &old, &op).await.unwrap_err();
-            assert!(
-                matches!(err, Error::Stale { current_token } if current_token == newer.token),
-                "{err:?}"
-            );
-            tx.rollback().await.unwrap();
-        }
-    }
+    in_caller_tx!(db, |tx| {
+        let err = outbox.enqueue_in(&mut tx, &old, &op).await.unwrap_err();
+        assert!(
+            matches!(err, Error::Stale { current_token } if current_token == newer.token),
+            "{err:?}"
+        );
+        tx.rollback().await.unwrap();
+    });
     let store = outbox.store();
     let rejection = wait_for(
         Duration::from_secs(20),
@@ -471,37 +447,20 @@ async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {
             outbox.try_acquire("locked", TTL).await.unwrap()
         })
     };
-    macro_rules! scenario {
-        ($tx:expr) => {{
-            let mut tx = $tx;
-            outbox.enqueue_in(&mut tx, &lease, &op).await.unwrap();
-            let taker = takeover(outbox.clone());
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            assert!(
-                !taker.is_finished(),
-                "the takeover must wait for the open enqueue transaction"
-            );
-            tx.commit().await.unwrap();
-            taker
-                .await
-                .unwrap()
-                .expect("the takeover succeeds once the enqueue committed")
-        }};
-    }
-    let newer = match db.kind() {
-        Kind::Sqlite => {
-            let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
-                .await
-                .unwrap();
-            scenario!(pool.begin_with("BEGIN IMMEDIATE").await.unwrap())
-        }
-        Kind::Postgres => {
-            let pool = outbox_producer::sqlx::PgPool::connect(db.url())
-                .await
-                .unwrap();
-            scenario!(pool.begin().await.unwrap())
-        }
-    };
+    let newer = in_caller_tx!(db, |tx| {
+        outbox.enqueue_in(&mut tx, &lease, &op).await.unwrap();
+        let taker = takeover(outbox.clone());
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(
+            !taker.is_finished(),
+            "the takeover must wait for the open enqueue transaction"
+        );
+        tx.commit().await.unwrap();
+        taker
+            .await
+            .unwrap()
+            .expect("the takeover succeeds once the enqueue committed")
+    });
     assert_eq!(newer.token.get(), lease.token.get() + 1);
     let op_row = &db.ops().await[0];
     assert!(
