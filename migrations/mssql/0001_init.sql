@@ -29,6 +29,8 @@ CREATE TABLE dbo.outbox_ops (
     request_hash            varbinary(32)     NOT NULL,
     -- NULL: the op is unordered and may be delivered beside any other.
     order_key               nvarchar(255)     NULL,
+    -- Slot 0..1023, a stable hash of the order key (of the op id when unordered); partition p
+    -- of P dispatcher partitions owns the slots with slot % P = p. Same key, same partition (G8).
     partition               int               NOT NULL CONSTRAINT DF_outbox_ops_partition DEFAULT (0),
     method                  varchar(8)        NOT NULL,
     path                    nvarchar(2048)    NOT NULL,
@@ -54,12 +56,13 @@ CREATE TABLE dbo.outbox_ops (
     CONSTRAINT CK_outbox_ops_destination_format CHECK (LEN(destination) >= 1 AND destination NOT LIKE '%[^a-z0-9_-]%' COLLATE Latin1_General_BIN2),
     CONSTRAINT CK_outbox_ops_key_length CHECK (LEN(idempotency_key) >= 1),
     CONSTRAINT CK_outbox_ops_attempts_not_negative CHECK (attempts >= 0),
+    CONSTRAINT CK_outbox_ops_partition_slot CHECK (partition BETWEEN 0 AND 1023),
     CONSTRAINT CK_outbox_ops_claim_matches_state CHECK ((state = 'in_flight' AND claimed_by_fence IS NOT NULL) OR (state <> 'in_flight' AND claimed_by_fence IS NULL))
 );
 
--- Claim: due pending ops of one partition, oldest first. Filtered, so the cost of a claim
--- depends on the backlog, never on the delivered history.
-CREATE INDEX IX_outbox_ops_due ON dbo.outbox_ops (partition, next_attempt_at, id)
+-- Claim: due pending ops, oldest first; a dispatcher partition keeps the slots it owns while
+-- scanning. Filtered, so the cost of a claim depends on the backlog, never on the history.
+CREATE INDEX IX_outbox_ops_due ON dbo.outbox_ops (next_attempt_at, id)
     WHERE state = 'pending';
 
 -- G8: the head of each order key (lowest token, then sequence) and whether it has an op in flight.

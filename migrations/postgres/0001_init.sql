@@ -27,6 +27,8 @@ CREATE TABLE outbox_ops (
     request_hash            bytea       NOT NULL,
     -- NULL: the op is unordered and may be delivered beside any other.
     order_key               text        NULL,
+    -- Slot 0..1023, a stable hash of the order key (of the op id when unordered); partition p
+    -- of P dispatcher partitions owns the slots with slot % P = p. Same key, same partition (G8).
     partition               integer     NOT NULL DEFAULT 0,
     method                  text        NOT NULL,
     path                    text        NOT NULL,
@@ -53,12 +55,13 @@ CREATE TABLE outbox_ops (
     CONSTRAINT outbox_ops_destination_format CHECK (destination ~ '^[a-z0-9_-]{1,64}$'),
     CONSTRAINT outbox_ops_key_length CHECK (char_length(idempotency_key) BETWEEN 1 AND 255),
     CONSTRAINT outbox_ops_attempts_not_negative CHECK (attempts >= 0),
+    CONSTRAINT outbox_ops_partition_slot CHECK (partition BETWEEN 0 AND 1023),
     CONSTRAINT outbox_ops_claim_matches_state CHECK ((state = 'in_flight') = (claimed_by_fence IS NOT NULL))
 );
 
--- Claim: due pending ops of one partition, oldest first. Partial, so the cost of a claim
--- depends on the backlog, never on the delivered history.
-CREATE INDEX outbox_ops_due_idx ON outbox_ops (partition, next_attempt_at, id)
+-- Claim: due pending ops, oldest first; a dispatcher partition keeps the slots it owns while
+-- scanning. Partial, so the cost of a claim depends on the backlog, never on the history.
+CREATE INDEX outbox_ops_due_idx ON outbox_ops (next_attempt_at, id)
     WHERE state = 'pending';
 
 -- G8: the head of each order key (lowest token, then sequence) and whether the key has an
