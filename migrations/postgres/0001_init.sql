@@ -77,6 +77,11 @@ CREATE INDEX outbox_ops_in_flight_idx ON outbox_ops (partition, claimed_by_fence
 CREATE INDEX outbox_ops_supersede_idx ON outbox_ops (resource, destination, fence)
     WHERE state = 'pending';
 
+-- expire_with_generation: pending ops that must be dropped once their token is not the newest
+-- of their resource; few, so checking them each claim cycle is cheap.
+CREATE INDEX outbox_ops_generation_idx ON outbox_ops (resource, fence)
+    WHERE state = 'pending' AND expire_with_generation;
+
 -- Retention and dead-letter views: terminal ops by the time they finished.
 CREATE INDEX outbox_ops_finished_idx ON outbox_ops (finished_at)
     WHERE state IN ('delivered', 'dead', 'cancelled', 'superseded');

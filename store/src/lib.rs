@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod dispatch;
 pub mod error;
 pub mod migrate;
 pub mod model;
@@ -19,6 +20,7 @@ mod sqlite;
 
 use std::time::Duration;
 
+pub use dispatch::{AttemptOutcome, ClaimedOp, Completion, NextState, Partition};
 pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
 pub use migrate::MigrationReport;
 pub use model::{
@@ -263,6 +265,81 @@ impl Store {
     /// The newest `limit` rejections, newest first.
     pub async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
         on_backend!(self, b => b.rejection_list(limit).await)
+    }
+
+    /// Claims up to `limit` due ops of `partition` whose destination is in `destinations`,
+    /// while `lease` (the partition's dispatcher lease) is held and unexpired (G9): per order
+    /// key only the head, never two in flight (G8). Pending `expire_with_generation` ops whose
+    /// token is no longer the newest become `superseded` first (G5).
+    pub async fn op_claim(
+        &self,
+        lease: &Lease,
+        partition: Partition,
+        destinations: &[String],
+        limit: u32,
+    ) -> Result<Vec<ClaimedOp>, Error> {
+        on_backend!(self, b => b.op_claim(lease, partition, destinations, limit).await)
+    }
+
+    /// Records an attempt's end and the op's new state, only while the op is claimed by this
+    /// dispatcher token and `lease` still has its owner and token (G9). `false`: discarded.
+    pub async fn op_complete(&self, lease: &Lease, completion: &Completion) -> Result<bool, Error> {
+        on_backend!(self, b => b.op_complete(lease, completion).await)
+    }
+
+    /// Re-queues ops of `partition` left in flight by older dispatcher tokens, closing their
+    /// attempts as `unknown`. Returns how many.
+    pub async fn op_requeue_abandoned(
+        &self,
+        lease: &Lease,
+        partition: Partition,
+    ) -> Result<u64, Error> {
+        on_backend!(self, b => b.op_requeue_abandoned(lease, partition).await)
+    }
+
+    /// Gives back a claim that was never attempted: pending again, due now, the attempt not
+    /// counted. `false` when the claim is no longer this token's.
+    pub async fn op_release_claim(&self, seq: i64, token: FencingToken) -> Result<bool, Error> {
+        on_backend!(self, b => b.op_release_claim(seq, token).await)
+    }
+
+    /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:
+    /// PostgreSQL LISTENs on the channel the enqueue notifies (reconnecting after errors, and
+    /// waking once after each reconnect in case something was missed). SQLite has no
+    /// notifications and returns `None`: poll instead.
+    pub fn listen_for_enqueues(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        match &self.backend {
+            BackendStore::Postgres(b) => Some(b.listen_for_enqueues(wake)),
+            BackendStore::Sqlite(_) => None,
+        }
+    }
+
+    /// Milliseconds until the next pending op of `partition` for `destinations` is due (zero
+    /// or less: now); `None` when there is none.
+    pub async fn op_next_due(
+        &self,
+        partition: Partition,
+        destinations: &[String],
+    ) -> Result<Option<i64>, Error> {
+        on_backend!(self, b => b.op_next_due(partition, destinations).await)
+    }
+
+    /// Deletes up to `batch` delivered, cancelled or superseded ops that finished more than
+    /// `older_than` ago, with their attempts. Returns how many.
+    pub async fn op_purge_finished(&self, older_than: Duration, batch: u32) -> Result<u64, Error> {
+        let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        on_backend!(self, b => b.op_purge_finished(ms, batch).await)
+    }
+
+    /// Destinations with pending ops that are not among `destinations`, with their counts.
+    pub async fn op_unrouted_list(
+        &self,
+        destinations: &[String],
+    ) -> Result<Vec<(String, i64)>, Error> {
+        on_backend!(self, b => b.op_unrouted_list(destinations).await)
     }
 
     /// Checks that the database answers.

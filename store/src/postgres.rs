@@ -7,6 +7,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::StoreOptions;
+use crate::dispatch::{
+    ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, Partition, bounded, parse_headers,
+};
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
 use crate::model::{
@@ -28,6 +31,17 @@ const OP_SUPERSEDE_OLDER_PENDING: &str =
 const OP_FIND_BY_KEY: &str = include_str!("../sql/postgres/op_find_by_key.sql");
 const REJECTION_INSERT: &str = include_str!("../sql/postgres/rejection_insert.sql");
 const REJECTION_LIST: &str = include_str!("../sql/postgres/rejection_list.sql");
+const OP_CLAIM_DUE: &str = include_str!("../sql/postgres/op_claim_due.sql");
+const OP_SUPERSEDE_STALE_GENERATION: &str =
+    include_str!("../sql/postgres/op_supersede_stale_generation.sql");
+const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../sql/postgres/op_complete_if_claimed.sql");
+const ATTEMPT_INSERT: &str = include_str!("../sql/postgres/attempt_insert.sql");
+const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/postgres/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/postgres/op_requeue_abandoned.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../sql/postgres/op_release_claim.sql");
+const OP_NEXT_DUE: &str = include_str!("../sql/postgres/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../sql/postgres/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../sql/postgres/op_unrouted_list.sql");
 const MIGRATION_BEGIN: &str = include_str!("../sql/postgres/migration_begin.sql");
 const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/postgres/migration_table_create.sql");
 const MIGRATION_LIST: &str = include_str!("../sql/postgres/migration_list.sql");
@@ -259,6 +273,186 @@ impl PgStore {
             .collect())
     }
 
+    pub(crate) async fn op_claim(
+        &self,
+        lease: &Lease,
+        part: Partition,
+        destinations: &[String],
+        limit: u32,
+    ) -> Result<Vec<ClaimedOp>, Error> {
+        sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
+            .bind(part.count() as i32)
+            .bind(part.index() as i32)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let rows = sqlx::query(OP_CLAIM_DUE)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(part.count() as i32)
+            .bind(part.index() as i32)
+            .bind(destinations)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let mut claimed = rows
+            .iter()
+            .map(|r| {
+                Ok(ClaimedOp {
+                    seq: r.get("id"),
+                    op_id: r.get("op_id"),
+                    resource: r.get("resource"),
+                    token: FencingToken::new(r.get("fence")),
+                    destination: r.get("destination"),
+                    idempotency_key: r.get("idempotency_key"),
+                    method: r.get("method"),
+                    path: r.get("path"),
+                    headers: parse_headers(r.get("headers"), Backend::Postgres)?,
+                    content_type: r.get("content_type"),
+                    body: r.get("body"),
+                    attempt: r.get("attempts"),
+                    created_at: r.get("created_at"),
+                    claimed_at: r.get("claimed_at"),
+                    trace_context: r.get("trace_context"),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        claimed.sort_by_key(|c| c.seq);
+        Ok(claimed)
+    }
+
+    pub(crate) async fn op_complete(&self, lease: &Lease, c: &Completion) -> Result<bool, Error> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
+        let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
+            .bind(c.seq)
+            .bind(lease.token.get())
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(c.next.state())
+            .bind(c.next.delay_ms())
+            .bind(error.as_deref())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        if applied.is_none() {
+            tx.rollback().await.map_err(map_err)?;
+            return Ok(false);
+        }
+        sqlx::query(ATTEMPT_INSERT)
+            .bind(c.op_id)
+            .bind(c.attempt)
+            .bind(lease.token.get())
+            .bind(c.started_at)
+            .bind(c.outcome.as_str())
+            .bind(c.http_status.map(i32::from))
+            .bind(error.as_deref())
+            .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(true)
+    }
+
+    pub(crate) async fn op_requeue_abandoned(
+        &self,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let requeued = with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(requeued.rows_affected())
+    }
+
+    pub(crate) async fn op_release_claim(
+        &self,
+        seq: i64,
+        token: FencingToken,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(seq)
+            .bind(token.get())
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn op_next_due(
+        &self,
+        part: Partition,
+        destinations: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_NEXT_DUE)
+            .bind(part.count() as i32)
+            .bind(part.index() as i32)
+            .bind(destinations)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row.get("due_in_ms"))
+    }
+
+    pub(crate) async fn op_purge_finished(
+        &self,
+        older_than_ms: i64,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let done = sqlx::query(OP_PURGE_FINISHED)
+            .bind(older_than_ms)
+            .bind(i64::from(batch))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn op_unrouted_list(
+        &self,
+        destinations: &[String],
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let rows = sqlx::query(OP_UNROUTED_LIST)
+            .bind(destinations)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("destination"), r.get("pending")))
+            .collect())
+    }
+
+    pub(crate) fn listen_for_enqueues(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> tokio::task::JoinHandle<()> {
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let mut backoff = std::time::Duration::from_millis(100);
+            loop {
+                match listen_once(&pool, &wake).await {
+                    Ok(()) => backoff = std::time::Duration::from_millis(100),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "enqueue notifications interrupted; reconnecting")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+            }
+        })
+    }
+
     /// Checks that the server answers; used by readiness probes.
     pub(crate) async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
@@ -329,6 +523,40 @@ pub(crate) async fn enqueue_on(
         });
     duplicate_or_conflict(found, op, Backend::Postgres)
 }
+
+/// A statement whose parameters are a partition's lease and the partition: $1 resource,
+/// $2 owner id, $3 token, $4 partition count, $5 partition index.
+fn with_partition_lease<'q>(
+    sql: &'static str,
+    lease: &'q Lease,
+    part: Partition,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sql)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid())
+        .bind(lease.token.get())
+        .bind(part.count() as i32)
+        .bind(part.index() as i32)
+}
+
+/// One LISTEN session: wakes once on connect (anything enqueued while not listening), then on
+/// every notification, until the connection fails.
+async fn listen_once(pool: &PgPool, wake: &tokio::sync::Notify) -> Result<(), Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+        .await
+        .map_err(map_err)?;
+    listener.listen(ENQUEUE_CHANNEL).await.map_err(map_err)?;
+    wake.notify_one();
+    loop {
+        // try_recv() yields None when the connection was lost (the next call reconnects and
+        // listens again): waking then covers anything enqueued in the gap.
+        listener.try_recv().await.map_err(map_err)?;
+        wake.notify_one();
+    }
+}
+
+/// The channel `op_insert_if_lease_held.sql` notifies on commit.
+const ENQUEUE_CHANNEL: &str = "outbox_ops";
 
 /// The lease columns of a row from `lease_check.sql` or `op_insert_if_lease_held.sql`;
 /// `None` when the resource was never leased.

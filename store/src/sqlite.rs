@@ -11,6 +11,9 @@ use sqlx::{Connection as _, Row};
 use time::OffsetDateTime;
 
 use crate::StoreOptions;
+use crate::dispatch::{
+    ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, Partition, bounded, parse_headers,
+};
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
 use crate::model::{
@@ -20,6 +23,7 @@ use crate::op::{
     EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, OpState, Refusal, Rejection, RejectionRow,
     check_lease, duplicate_or_conflict,
 };
+use time::format_description::well_known::Rfc3339;
 use uuid::fmt::Hyphenated;
 
 const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/sqlite/lease_acquire_if_free.sql");
@@ -36,6 +40,17 @@ const REJECTION_LIST: &str = include_str!("../sql/sqlite/rejection_list.sql");
 /// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
 /// no other writer can slip between them.
 const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+const OP_CLAIM_DUE: &str = include_str!("../sql/sqlite/op_claim_due.sql");
+const OP_SUPERSEDE_STALE_GENERATION: &str =
+    include_str!("../sql/sqlite/op_supersede_stale_generation.sql");
+const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../sql/sqlite/op_complete_if_claimed.sql");
+const ATTEMPT_INSERT: &str = include_str!("../sql/sqlite/attempt_insert.sql");
+const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/sqlite/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/sqlite/op_requeue_abandoned.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../sql/sqlite/op_release_claim.sql");
+const OP_NEXT_DUE: &str = include_str!("../sql/sqlite/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../sql/sqlite/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../sql/sqlite/op_unrouted_list.sql");
 const MIGRATION_BEGIN: &str = include_str!("../sql/sqlite/migration_begin.sql");
 const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/sqlite/migration_table_create.sql");
 const MIGRATION_LIST: &str = include_str!("../sql/sqlite/migration_list.sql");
@@ -283,6 +298,182 @@ impl SqliteStore {
             .collect()
     }
 
+    pub(crate) async fn op_claim(
+        &self,
+        lease: &Lease,
+        part: Partition,
+        destinations: &[String],
+        limit: u32,
+    ) -> Result<Vec<ClaimedOp>, Error> {
+        let destinations = json_list(destinations);
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
+            .bind(part.count())
+            .bind(part.index())
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let rows = sqlx::query(OP_CLAIM_DUE)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(part.count())
+            .bind(part.index())
+            .bind(destinations)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        let mut claimed = rows
+            .iter()
+            .map(|r| {
+                let op_id: Hyphenated = r.get("op_id");
+                Ok(ClaimedOp {
+                    seq: r.get("id"),
+                    op_id: op_id.into_uuid(),
+                    resource: r.get("resource"),
+                    token: FencingToken::new(r.get("fence")),
+                    destination: r.get("destination"),
+                    idempotency_key: r.get("idempotency_key"),
+                    method: r.get("method"),
+                    path: r.get("path"),
+                    headers: parse_headers(r.get("headers"), Backend::Sqlite)?,
+                    content_type: r.get("content_type"),
+                    body: r.get("body"),
+                    attempt: r.get("attempts"),
+                    created_at: r.get("created_at"),
+                    claimed_at: r.get("claimed_at"),
+                    trace_context: r.get("trace_context"),
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        claimed.sort_by_key(|c| c.seq);
+        Ok(claimed)
+    }
+
+    pub(crate) async fn op_complete(&self, lease: &Lease, c: &Completion) -> Result<bool, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
+        let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
+            .bind(c.seq)
+            .bind(lease.token.get())
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(c.next.state())
+            .bind(c.next.delay_ms())
+            .bind(error.as_deref())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        if applied.is_none() {
+            tx.rollback().await.map_err(map_err)?;
+            return Ok(false);
+        }
+        sqlx::query(ATTEMPT_INSERT)
+            .bind(c.op_id.hyphenated())
+            .bind(c.attempt)
+            .bind(lease.token.get())
+            .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
+            .bind(c.outcome.as_str())
+            .bind(c.http_status.map(i32::from))
+            .bind(error.as_deref())
+            .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(true)
+    }
+
+    pub(crate) async fn op_requeue_abandoned(
+        &self,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let requeued = with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(requeued.rows_affected())
+    }
+
+    pub(crate) async fn op_release_claim(
+        &self,
+        seq: i64,
+        token: FencingToken,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(seq)
+            .bind(token.get())
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn op_next_due(
+        &self,
+        part: Partition,
+        destinations: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_NEXT_DUE)
+            .bind(part.count())
+            .bind(part.index())
+            .bind(json_list(destinations))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row.get("due_in_ms"))
+    }
+
+    pub(crate) async fn op_purge_finished(
+        &self,
+        older_than_ms: i64,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let done = sqlx::query(OP_PURGE_FINISHED)
+            .bind(older_than_ms)
+            .bind(batch)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn op_unrouted_list(
+        &self,
+        destinations: &[String],
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let rows = sqlx::query(OP_UNROUTED_LIST)
+            .bind(json_list(destinations))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("destination"), r.get("pending")))
+            .collect())
+    }
+
     /// Checks that the file can be read; used by readiness probes.
     pub(crate) async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
@@ -356,6 +547,26 @@ pub(crate) async fn enqueue_on(
         })
         .transpose()?;
     duplicate_or_conflict(found, op, Backend::Sqlite)
+}
+
+/// A statement whose parameters are a partition's lease and the partition: ?1 resource,
+/// ?2 owner id, ?3 token, ?4 partition count, ?5 partition index.
+fn with_partition_lease<'q>(
+    sql: &'static str,
+    lease: &'q Lease,
+    part: Partition,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    sqlx::query(sql)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid().hyphenated())
+        .bind(lease.token.get())
+        .bind(part.count())
+        .bind(part.index())
+}
+
+/// A list of names as the JSON array `json_each` reads (SQLite has no array parameters).
+fn json_list(names: &[String]) -> String {
+    serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// The lease row of `resource` as this connection sees it; `None` when never leased.

@@ -1,0 +1,37 @@
+-- Claim due ops of one dispatcher partition for delivery (G8, G9).
+-- Only while the partition lease has this owner and token and is unexpired (one writer: the
+-- check and the update are atomic); only ops whose destination is configured; per order key
+-- only the head (lowest token, then sequence) and only when nothing of that key is in flight;
+-- never an expire_with_generation op whose token is no longer its resource's newest.
+-- Parameters: ?1 partition lease resource, ?2 owner id, ?3 token, ?4 partition count,
+-- ?5 partition index, ?6 configured destinations (JSON array), ?7 how many at most.
+-- Returns the claimed ops, their attempt number already counted.
+UPDATE outbox_ops
+SET state = 'in_flight',
+    claimed_by_fence = ?3,
+    claimed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    attempts = attempts + 1
+WHERE id IN (
+    SELECT o.id
+    FROM outbox_ops o
+    WHERE EXISTS (
+            SELECT 1 FROM outbox_leases
+            WHERE resource = ?1 AND owner_id = ?2 AND fence = ?3
+              AND expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+      AND o.state = 'pending'
+      AND o.next_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+      AND o.partition % ?4 = ?5
+      AND o.destination IN (SELECT value FROM json_each(?6))
+      AND (o.order_key IS NULL OR NOT EXISTS (
+            SELECT 1
+            FROM outbox_ops x
+            WHERE x.order_key = o.order_key
+              AND x.state IN ('pending', 'in_flight')
+              AND (x.state = 'in_flight' OR (x.fence, x.id) < (o.fence, o.id))))
+      AND NOT (o.expire_with_generation = 1 AND o.fence < (
+            SELECT l.fence FROM outbox_leases l WHERE l.resource = o.resource))
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT ?7
+)
+RETURNING id, op_id, resource, fence, destination, idempotency_key, method, path, headers,
+          content_type, body, attempts, created_at, claimed_at, trace_context

@@ -1,0 +1,213 @@
+//! What the dispatcher reads and writes: claimed ops, the completion of an attempt, and the
+//! partition an instance serves. The SQL enforcing G8/G9 lives in the backend files
+//! (`op_claim_due.sql`, `op_complete_if_claimed.sql`, `op_requeue_abandoned.sql`).
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::error::InvalidInput;
+use crate::model::FencingToken;
+use crate::op::PARTITION_SLOTS;
+
+/// The longest error text stored on an attempt or op, in characters.
+pub const ERROR_MAX_CHARS: usize = 2048;
+/// The longest response excerpt stored on an attempt, in characters.
+pub const EXCERPT_MAX_CHARS: usize = 1024;
+
+/// Which share of the ops a dispatcher partition serves: slots with `slot % count == index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    count: u32,
+    index: u32,
+}
+
+impl Partition {
+    /// Partition `index` of `count` (1..=1024 partitions).
+    pub fn new(index: u32, count: u32) -> Result<Self, InvalidInput> {
+        if count == 0 || count > PARTITION_SLOTS {
+            return Err(InvalidInput::new(
+                "partitions",
+                format!("must be 1..={PARTITION_SLOTS}, got {count}"),
+            ));
+        }
+        if index >= count {
+            return Err(InvalidInput::new(
+                "partition",
+                format!("{index} is not below the partition count {count}"),
+            ));
+        }
+        Ok(Partition { count, index })
+    }
+
+    /// How many partitions there are.
+    pub fn count(self) -> u32 {
+        self.count
+    }
+
+    /// This partition's number.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The resource of this partition's dispatcher lease: `dispatcher/<index>`.
+    pub fn lease_resource(self) -> String {
+        format!("dispatcher/{}", self.index)
+    }
+}
+
+/// An op claimed for one delivery attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedOp {
+    /// Its enqueue sequence (row id).
+    pub seq: i64,
+    /// Its public id, sent as `X-Outbox-Op-Id` and `webhook-id`.
+    pub op_id: Uuid,
+    /// The resource it was enqueued under.
+    pub resource: String,
+    /// The producer's fencing token, sent as `X-Fencing-Token`.
+    pub token: FencingToken,
+    /// The destination's name.
+    pub destination: String,
+    /// The idempotency key, the same on every attempt.
+    pub idempotency_key: String,
+    /// The HTTP method.
+    pub method: String,
+    /// Path and query below the destination's base URL.
+    pub path: String,
+    /// The producer's headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body's content type.
+    pub content_type: Option<String>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// This attempt's number, 1 for the first.
+    pub attempt: i32,
+    /// When the op was enqueued (database clock): the start of its `max_age`.
+    pub created_at: OffsetDateTime,
+    /// When it was claimed (database clock): the attempt's start.
+    pub claimed_at: OffsetDateTime,
+    /// The producer's W3C traceparent, if any.
+    pub trace_context: Option<String>,
+}
+
+/// How an attempt went, as stored on its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// A 2xx answer.
+    Delivered,
+    /// A definite failure: an error status, or no connection.
+    Failed,
+    /// Timed out or cut off after the request was sent: the destination may have acted.
+    Unknown,
+}
+
+impl AttemptOutcome {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Delivered => "delivered",
+            AttemptOutcome::Failed => "failed",
+            AttemptOutcome::Unknown => "unknown",
+        }
+    }
+}
+
+/// What the op becomes after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextState {
+    /// Done.
+    Delivered,
+    /// Pending again, due after this delay (database clock).
+    RetryAfter(Duration),
+    /// Failed permanently or out of retries; kept for operators and releases its order key.
+    Dead,
+}
+
+impl NextState {
+    pub(crate) fn state(self) -> &'static str {
+        match self {
+            NextState::Delivered => "delivered",
+            NextState::RetryAfter(_) => "pending",
+            NextState::Dead => "dead",
+        }
+    }
+
+    pub(crate) fn delay_ms(self) -> i64 {
+        match self {
+            // A retry delay is capped by configuration far below i64 milliseconds.
+            NextState::RetryAfter(d) => d.as_millis().min(i64::MAX as u128) as i64,
+            _ => 0,
+        }
+    }
+}
+
+/// The end of one attempt, written atomically with the op's new state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The op's row id.
+    pub seq: i64,
+    /// The op's public id.
+    pub op_id: Uuid,
+    /// The attempt's number.
+    pub attempt: i32,
+    /// When the attempt started: the claim's database time.
+    pub started_at: OffsetDateTime,
+    /// How it went.
+    pub outcome: AttemptOutcome,
+    /// The HTTP status, when an answer came.
+    pub http_status: Option<u16>,
+    /// What went wrong, if anything (never a header value or the request body).
+    pub error: Option<String>,
+    /// The start of the response body.
+    pub excerpt: Option<String>,
+    /// What the op becomes.
+    pub next: NextState,
+}
+
+/// `text` cut to at most `max` characters, at a character boundary.
+pub(crate) fn bounded(text: Option<&str>, max: usize) -> Option<String> {
+    text.map(|t| match t.char_indices().nth(max) {
+        Some((cut, _)) => t[..cut].to_owned(),
+        None => t.to_owned(),
+    })
+}
+
+/// Parses the stored headers (a JSON array of pairs).
+pub(crate) fn parse_headers(
+    json: &str,
+    backend: crate::Backend,
+) -> Result<Vec<(String, String)>, crate::Error> {
+    serde_json::from_str(json).map_err(|e| {
+        crate::StoreError::new(
+            backend,
+            crate::StoreErrorKind::Other,
+            format!("stored headers are not a JSON array of pairs: {e}"),
+        )
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_are_bounded_and_named() {
+        assert_eq!(
+            Partition::new(0, 1).unwrap().lease_resource(),
+            "dispatcher/0"
+        );
+        assert!(Partition::new(1, 1).is_err());
+        assert!(Partition::new(0, 0).is_err());
+        assert!(Partition::new(0, 1025).is_err());
+    }
+
+    #[test]
+    fn stored_texts_are_cut_at_character_boundaries() {
+        assert_eq!(bounded(Some("héllo"), 2).as_deref(), Some("hé"));
+        assert_eq!(bounded(Some("ok"), 10).as_deref(), Some("ok"));
+        assert_eq!(bounded(None, 3), None);
+    }
+}
