@@ -233,6 +233,33 @@ impl TestDb {
                     content_type: r.get("content_type"),
                     headers: r.get("headers_text"),
                     expire_with_generation: r.get("expire_with_generation"),
+                    attempts: r.get("attempts"),
+                    last_error: r.get("last_error"),
+                })
+                .collect()
+        })
+    }
+
+    /// Every attempt row, in order, with the columns tests check.
+    pub async fn attempts(&self) -> Vec<AttemptRow> {
+        let sql = match self.kind {
+            Kind::Sqlite => {
+                "SELECT op_id AS op_text, attempt, dispatcher_fence, outcome, http_status, error FROM outbox_attempts ORDER BY id"
+            }
+            Kind::Postgres => {
+                "SELECT op_id::text AS op_text, attempt, dispatcher_fence, outcome, http_status, error FROM outbox_attempts ORDER BY id"
+            }
+        };
+        with_conn!(self, c => {
+            let rows = sqlx::query(sql).fetch_all(&mut c).await.expect("attempts");
+            rows.iter()
+                .map(|r| AttemptRow {
+                    op_id: r.get("op_text"),
+                    attempt: r.get("attempt"),
+                    dispatcher_fence: r.get("dispatcher_fence"),
+                    outcome: r.get("outcome"),
+                    http_status: r.get("http_status"),
+                    error: r.get("error"),
                 })
                 .collect()
         })
@@ -275,6 +302,23 @@ impl TestDb {
     }
 }
 
+/// An attempt row as tests see it.
+#[derive(Debug, Clone)]
+pub struct AttemptRow {
+    /// The op's public id.
+    pub op_id: String,
+    /// The attempt's number.
+    pub attempt: i32,
+    /// The dispatcher token that made it.
+    pub dispatcher_fence: i64,
+    /// delivered, failed or unknown.
+    pub outcome: Option<String>,
+    /// The answer's status.
+    pub http_status: Option<i32>,
+    /// What went wrong.
+    pub error: Option<String>,
+}
+
 /// An op row as tests see it.
 #[derive(Debug, Clone)]
 pub struct OpRow {
@@ -306,6 +350,10 @@ pub struct OpRow {
     pub headers: String,
     /// The expire-with-generation flag.
     pub expire_with_generation: bool,
+    /// Attempts counted so far.
+    pub attempts: i32,
+    /// Why the last attempt failed, or why the op was superseded.
+    pub last_error: Option<String>,
 }
 
 impl Drop for TestDb {

@@ -4,10 +4,12 @@
 
 pub mod db;
 pub mod pg;
+pub mod receiver;
 pub mod rng;
 pub mod wait;
 
-pub use db::{Kind, OpRow, TestDb};
+pub use db::{AttemptRow, Kind, OpRow, TestDb};
+pub use receiver::{Received, Receiver, Reply};
 pub use rng::Rng;
 pub use wait::{wait_for, wait_until};
 
