@@ -1,8 +1,189 @@
 //! `outbox-dispatcher`: the fenced daemon that delivers recorded ops over HTTP.
 //!
-//! Not built yet: this crate holds its place in the workspace so the layout and the binary
-//! name are fixed. The daemon (claiming, delivery, retries, its own partition lease) arrives
-//! with the dispatcher issue; until then the binary says so and exits non-zero.
+//! [`run`] is the whole daemon: it connects (retrying while the database is unreachable),
+//! migrates if configured, serves `/metrics`, `/healthz` and `/readyz`, and runs one loop per
+//! partition that competes for the partition's lease and, while leading, claims and delivers
+//! ops (see `drain`). It stops when `shutdown` is cancelled: no new claims, attempts in flight
+//! finish within the grace period, leases are released. Tests start it in-process with their
+//! own shutdown token.
 
-/// What the binary prints until the daemon exists.
-pub const NOT_YET: &str = "outbox-dispatcher: the delivery daemon is not built yet; use `outboxctl migrate` and `outboxctl lease list` meanwhile";
+pub mod config;
+pub mod deliver;
+mod drain;
+pub mod http;
+pub mod metrics;
+pub mod partition;
+pub mod retry;
+pub mod signing;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use outbox_store::{Partition, Store, StoreOptions};
+use tokio_util::sync::CancellationToken;
+
+pub use config::{Config, ConfigError};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database refused something that retrying cannot fix (bad URL, changed migration).
+    #[error(transparent)]
+    Store(#[from] outbox_store::Error),
+    /// The health and metrics listener could not bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// Runs the dispatcher until `shutdown` is cancelled.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
+    let ready = Arc::new(AtomicBool::new(false));
+    if let Some(addr) = config.dispatcher.listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| Error::Listen { addr, source })?;
+        let app = http::router(http::Probe {
+            ready: ready.clone(),
+            metrics: metrics::handle(),
+        });
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "health and metrics listener failed");
+            }
+        });
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    } else {
+        metrics::handle();
+    }
+    let Some(store) = connect(&config, &shutdown).await? else {
+        return Ok(());
+    };
+    if config.destinations.is_empty() {
+        tracing::warn!("no destinations are configured: ops stay pending until one is");
+    }
+    let shared = Arc::new(drain::Shared::new(store.clone(), config.clone(), ready)?);
+    let listener = store.listen_for_enqueues(shared.wake.clone());
+    let mut loops = tokio::task::JoinSet::new();
+    for index in 0..config.dispatcher.partitions {
+        let partition = Partition::new(index, config.dispatcher.partitions)
+            .map_err(outbox_store::Error::from)?;
+        loops.spawn(drain::serve_partition(
+            shared.clone(),
+            partition,
+            shutdown.clone(),
+        ));
+    }
+    loops.spawn(housekeeping(shared.clone(), shutdown.clone()));
+    while loops.join_next().await.is_some() {}
+    if let Some(l) = listener {
+        l.abort();
+    }
+    store.close().await;
+    tracing::info!("dispatcher stopped");
+    Ok(())
+}
+
+/// Connects and migrates, retrying with backoff while the database is unreachable; `None`
+/// when shutdown came first.
+async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option<Store>, Error> {
+    let options = StoreOptions {
+        lease_ttl: config.lease_bounds,
+        max_connections: config.max_connections,
+        application_name: "outbox-dispatcher".to_owned(),
+        ..StoreOptions::default()
+    };
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let attempt = async {
+            let store = Store::connect(config.database_url.expose(), options.clone()).await?;
+            if config.migrate {
+                let report = store.migrate().await?;
+                for applied in &report.applied {
+                    tracing::info!(migration = %applied, "applied migration");
+                }
+            }
+            Ok::<_, outbox_store::Error>(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(Some(store)),
+            Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
+                tracing::warn!(error = %e, ?backoff, "database unreachable; retrying");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(None),
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Retention and unrouted-op reports, every 30 seconds until shutdown.
+async fn housekeeping(shared: Arc<drain::Shared>, shutdown: CancellationToken) {
+    let mut warned: HashSet<String> = HashSet::new();
+    let mut reported: HashSet<String> = HashSet::new();
+    loop {
+        match shared
+            .store
+            .op_unrouted_list(shared.destination_names())
+            .await
+        {
+            Ok(unrouted) => {
+                let now: HashSet<String> = unrouted.iter().map(|(d, _)| d.clone()).collect();
+                for gone in reported.difference(&now) {
+                    ::metrics::gauge!(metrics::UNROUTED, "destination" => gone.clone()).set(0.0);
+                }
+                for (destination, pending) in &unrouted {
+                    ::metrics::gauge!(metrics::UNROUTED, "destination" => destination.clone())
+                        .set(*pending as f64);
+                    if warned.insert(destination.clone()) {
+                        tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
+                    }
+                }
+                reported = now;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not count unrouted ops"),
+        }
+        loop {
+            match shared
+                .store
+                .op_purge_finished(shared.config.dispatcher.retention, 1000)
+                .await
+            {
+                Ok(n) => {
+                    ::metrics::counter!(metrics::PURGED).increment(n);
+                    if n < 1000 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "retention purge failed");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(30)) => {}
+        }
+    }
+}

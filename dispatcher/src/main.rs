@@ -1,8 +1,104 @@
-//! The `outbox-dispatcher` binary. Until the daemon lands it only explains that it is absent.
+//! The `outbox-dispatcher` binary: arguments, configuration, logging, and SIGINT/SIGTERM into
+//! a cancellation token; then `run`. A second signal exits at once.
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use outbox_dispatcher::Config;
+use tokio_util::sync::CancellationToken;
+
+/// Delivers the ops recorded in the fenced outbox.
+#[derive(Debug, Parser)]
+#[command(name = "outbox-dispatcher", version, about)]
+struct Args {
+    /// TOML configuration file; without one, the defaults (sqlite://outbox.db, no
+    /// destinations) apply. See dispatcher/config.default.toml for every key.
+    #[arg(long, env = "OUTBOX_CONFIG")]
+    config: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate the configuration and print it, secrets shown as ***.
+    CheckConfig,
+}
+
 fn main() -> ExitCode {
-    eprintln!("{}", outbox_dispatcher::NOT_YET);
-    ExitCode::from(1)
+    let args = Args::parse();
+    init_tracing();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("outbox-dispatcher: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<()> {
+    let text = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let config = Config::load(text.as_deref(), &env)?;
+    if let Some(Command::CheckConfig) = args.command {
+        print!("{}", config.redacted());
+        return Ok(());
+    }
+    if args.config.is_none() {
+        tracing::warn!(
+            "no config file: using the defaults (sqlite://outbox.db, no destinations); pass --config FILE"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signals(shutdown.clone()));
+        outbox_dispatcher::run(config, shutdown).await
+    })?;
+    Ok(())
+}
+
+/// The first SIGINT or SIGTERM starts a graceful shutdown; the second exits at once.
+async fn signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::info!("shutting down: no new claims; waiting for attempts in flight");
+    shutdown.cancel();
+    tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+    tracing::warn!("second signal: exiting now");
+    std::process::exit(130);
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default info), `OUTBOX_LOG_FORMAT=json` for JSON lines.
+fn init_tracing() {
+    use std::io::IsTerminal as _;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("OUTBOX_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }

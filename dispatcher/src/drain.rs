@@ -1,0 +1,442 @@
+//! The loop of one partition's leader: wait, claim a batch, deliver, record the outcome.
+//!
+//! ```text
+//!              enqueue (fenced, G4)
+//!                     │
+//!                     ▼
+//!   ┌──────────► pending ──────────────┬──────────────┐
+//!   │   retry at      │ claim (G8, G9) │ supersede     │ cancel (operator)
+//!   │   next_attempt  ▼                ▼               ▼
+//!   └──────────── in_flight        superseded      cancelled
+//!                  │      │
+//!          2xx     │      │ permanent / out of retries
+//!                  ▼      ▼
+//!             delivered   dead ── replay (operator) ──► pending
+//! ```
+//!
+//! Invariants: a claim and a completion each check, in the same statement, that this
+//! dispatcher's partition lease has its owner and token (G9); at most one op per order key is
+//! in flight and they go in (token, sequence) order (G8); an attempt starts only if its
+//! timeout fits the window the leader still trusts its lease. Wake-ups: a notification
+//! (PostgreSQL LISTEN, or a finished attempt), the next op's due time, or `poll_interval`.
+//! On pause the loop stops with the process and the lease lapses; on resume its completions
+//! are refused. On crash the ops it had in flight are re-queued by the next leader (they may
+//! have been sent: at-least-once, same idempotency key). On restart it re-queues what an older
+//! token left in flight before claiming anything.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use outbox_store::{ClaimedOp, Completion, Lease, NextState, Partition, Store};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::deliver::Sender;
+use crate::metrics as m;
+use crate::partition::{Leadership, Trust};
+use crate::retry;
+
+/// One destination's sender and limits.
+#[derive(Debug)]
+pub(crate) struct Route {
+    sender: Sender,
+    slots: Arc<Semaphore>,
+    limiter: Option<(DefaultDirectRateLimiter, Duration)>,
+}
+
+/// What every partition loop shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) config: Config,
+    routes: HashMap<String, Route>,
+    names: Vec<String>,
+    global: Arc<Semaphore>,
+    /// Woken by enqueue notifications and by finished attempts (a slot freed up).
+    pub(crate) wake: Arc<Notify>,
+    pub(crate) ready: Arc<AtomicBool>,
+    /// Destinations that hit their rate limit, and until when to leave them out of claims.
+    throttled: Mutex<HashMap<String, Instant>>,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        store: Store,
+        config: Config,
+        ready: Arc<AtomicBool>,
+    ) -> Result<Shared, reqwest::Error> {
+        let mut routes = HashMap::new();
+        for (name, d) in &config.destinations {
+            let limiter = d.rate_limit.map(|(n, per)| {
+                let quota = Quota::with_period(per / n.get())
+                    .expect("a non-zero period")
+                    .allow_burst(n);
+                (RateLimiter::direct(quota), per / n.get())
+            });
+            routes.insert(
+                name.clone(),
+                Route {
+                    sender: Sender::new(d)?,
+                    slots: Arc::new(Semaphore::new(d.max_in_flight)),
+                    limiter,
+                },
+            );
+        }
+        let names = config.destinations.keys().cloned().collect();
+        let global = Arc::new(Semaphore::new(config.dispatcher.max_in_flight));
+        Ok(Shared {
+            store,
+            config,
+            routes,
+            names,
+            global,
+            wake: Arc::new(Notify::new()),
+            ready,
+            throttled: Mutex::default(),
+        })
+    }
+
+    pub(crate) fn destination_names(&self) -> &[String] {
+        &self.names
+    }
+
+    fn db_ok(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    fn db_failed(&self, operation: &'static str, e: &outbox_store::Error) {
+        self.ready.store(false, Ordering::Relaxed);
+        metrics::counter!(m::DB_ERRORS, "operation" => operation).increment(1);
+        tracing::warn!(operation, error = %e, "database call failed; retrying");
+    }
+
+    /// Destinations that could start an attempt now: a free slot, not throttled.
+    fn open_destinations(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut throttled = self.throttled.lock().expect("throttle map");
+        throttled.retain(|_, until| *until > now);
+        self.routes
+            .iter()
+            .filter(|(name, r)| r.slots.available_permits() > 0 && !throttled.contains_key(*name))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+}
+
+/// Serves one partition until `shutdown`: standby until the lease is won, then leader until it
+/// is lost (and standby again) or shutdown.
+pub(crate) async fn serve_partition(
+    shared: Arc<Shared>,
+    partition: Partition,
+    shutdown: CancellationToken,
+) {
+    let ttl = shared.config.dispatcher.lease_ttl;
+    let label = partition.index().to_string();
+    while !shutdown.is_cancelled() {
+        match Leadership::acquire(&shared.store, partition, ttl).await {
+            Ok(Some(leadership)) => {
+                shared.db_ok();
+                tracing::info!(partition = partition.index(), token = %leadership.lease.token, "leading partition");
+                metrics::gauge!(m::LEADER, "partition" => label.clone()).set(1.0);
+                lead(&shared, leadership, &shutdown).await;
+                metrics::gauge!(m::LEADER, "partition" => label.clone()).set(0.0);
+                continue;
+            }
+            Ok(None) => {
+                shared.db_ok();
+                metrics::gauge!(m::LEADER, "partition" => label.clone()).set(0.0);
+            }
+            Err(e) => shared.db_failed("acquire partition lease", &e),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(ttl / 3) => {}
+        }
+    }
+}
+
+/// Leads a partition: re-queue what older tokens left in flight, then claim and deliver until
+/// the lease is lost or shutdown; then let attempts finish (up to the grace period on
+/// shutdown) and release the lease.
+async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &CancellationToken) {
+    let lease = leadership.lease.clone();
+    let partition = leadership.partition;
+    match shared.store.op_requeue_abandoned(&lease, partition).await {
+        Ok(0) => {}
+        Ok(n) => {
+            metrics::counter!(m::REQUEUED).increment(n);
+            tracing::warn!(
+                partition = partition.index(),
+                requeued = n,
+                "re-queued ops an older dispatcher left in flight (they may have been sent)"
+            );
+        }
+        Err(e) => shared.db_failed("requeue abandoned ops", &e),
+    }
+    let attempts = TaskTracker::new();
+    let stop = leadership.lost().child_token();
+    let stop_on_shutdown = {
+        let (stop, shutdown) = (stop.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            stop.cancel();
+        })
+    };
+    drain(
+        shared,
+        &lease,
+        partition,
+        leadership.trust(),
+        &attempts,
+        &stop,
+    )
+    .await;
+    stop_on_shutdown.abort();
+    attempts.close();
+    if shutdown.is_cancelled() {
+        let grace = shared.config.dispatcher.shutdown_grace;
+        if tokio::time::timeout(grace, attempts.wait()).await.is_err() {
+            tracing::warn!(
+                partition = partition.index(),
+                "shutdown grace ran out with attempts in flight; the next leader re-queues them"
+            );
+        }
+        leadership.release(&shared.store).await;
+    } else {
+        tracing::warn!(
+            partition = partition.index(),
+            "lost the partition lease; standing by"
+        );
+        leadership.abandon().await;
+    }
+}
+
+/// Claims and starts attempts until `stop`.
+async fn drain(
+    shared: &Arc<Shared>,
+    lease: &Lease,
+    partition: Partition,
+    mut trust: Trust,
+    attempts: &TaskTracker,
+    stop: &CancellationToken,
+) {
+    let poll = shared.config.dispatcher.poll_interval;
+    while !stop.is_cancelled() {
+        let open = shared.open_destinations();
+        let room = shared
+            .global
+            .available_permits()
+            .min(shared.config.dispatcher.claim_batch as usize);
+        if open.is_empty() || room == 0 {
+            idle(shared, stop, poll).await;
+            continue;
+        }
+        // Everything claimed must be able to finish inside the trusted window.
+        let longest = open
+            .iter()
+            .map(|d| shared.routes[d].sender.destination().timeout)
+            .max()
+            .unwrap_or_default();
+        if !trust.wait_to_cover(longest, stop).await {
+            break;
+        }
+        let claimed = match shared
+            .store
+            .op_claim(lease, partition, &open, room as u32)
+            .await
+        {
+            Ok(c) => {
+                shared.db_ok();
+                c
+            }
+            Err(e) => {
+                shared.db_failed("claim", &e);
+                idle(shared, stop, poll).await;
+                continue;
+            }
+        };
+        let full = claimed.len() == room;
+        for op in claimed {
+            start(shared, lease, op, trust.clone(), attempts).await;
+        }
+        if !full {
+            let due = match shared.store.op_next_due(partition, &open).await {
+                Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
+                Ok(None) => poll,
+                Err(e) => {
+                    shared.db_failed("next due", &e);
+                    poll
+                }
+            };
+            idle(shared, stop, due.min(poll)).await;
+        }
+    }
+}
+
+/// Waits for a wake-up, at most `at_most`.
+async fn idle(shared: &Shared, stop: &CancellationToken, at_most: Duration) {
+    tokio::select! {
+        () = stop.cancelled() => {}
+        () = shared.wake.notified() => {}
+        () = tokio::time::sleep(at_most) => {}
+    }
+}
+
+/// Starts the attempt of a claimed op, or gives the claim back when its destination has no
+/// free slot or budget.
+async fn start(
+    shared: &Arc<Shared>,
+    lease: &Lease,
+    op: ClaimedOp,
+    trust: Trust,
+    attempts: &TaskTracker,
+) {
+    let route = &shared.routes[&op.destination];
+    let permits = (
+        shared.global.clone().try_acquire_owned(),
+        route.slots.clone().try_acquire_owned(),
+    );
+    let budget = match &route.limiter {
+        Some((limiter, gap)) => limiter.check().map_err(|_| *gap),
+        None => Ok(()),
+    };
+    match (permits, budget) {
+        ((Ok(global), Ok(slot)), Ok(())) => {
+            let (shared, lease) = (shared.clone(), lease.clone());
+            attempts
+                .spawn(async move { attempt(&shared, &lease, op, trust, (global, slot)).await });
+        }
+        (_, budget) => {
+            if let Err(gap) = budget {
+                shared
+                    .throttled
+                    .lock()
+                    .expect("throttle map")
+                    .insert(op.destination.clone(), Instant::now() + gap);
+            }
+            release_claim(shared, lease, &op).await;
+        }
+    }
+}
+
+async fn release_claim(shared: &Shared, lease: &Lease, op: &ClaimedOp) {
+    metrics::counter!(m::RELEASED_CLAIMS).increment(1);
+    if let Err(e) = shared.store.op_release_claim(op.seq, lease.token).await {
+        shared.db_failed("release claim", &e);
+    }
+}
+
+/// One attempt: send, decide, record; the slots are freed when it returns.
+async fn attempt(
+    shared: &Shared,
+    lease: &Lease,
+    op: ClaimedOp,
+    trust: Trust,
+    _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+) {
+    let route = &shared.routes[&op.destination];
+    let destination = route.sender.destination();
+    if !trust.covers(destination.timeout) {
+        // Never start what could outlast the lease we trust (the claim ran close to the edge).
+        release_claim(shared, lease, &op).await;
+        return;
+    }
+    let gauge = metrics::gauge!(m::IN_FLIGHT, "destination" => op.destination.clone());
+    gauge.increment(1.0);
+    let sent = route.sender.send(&op).await;
+    gauge.decrement(1.0);
+    let age = (op.claimed_at - op.created_at).unsigned_abs() + sent.duration;
+    let decision = retry::decide(
+        &destination.retry,
+        &sent.result,
+        op.attempt.max(1) as u32,
+        age,
+        jitter(),
+    );
+    let labels = [("destination", op.destination.clone())];
+    metrics::histogram!(m::ATTEMPT_DURATION, &labels).record(sent.duration.as_secs_f64());
+    metrics::counter!(m::ATTEMPTS, "destination" => op.destination.clone(), "outcome" => decision.outcome.as_str()).increment(1);
+    let completion = Completion {
+        seq: op.seq,
+        op_id: op.op_id,
+        attempt: op.attempt,
+        started_at: op.claimed_at,
+        outcome: decision.outcome,
+        http_status: match sent.result {
+            retry::AttemptResult::Status { code, .. } => Some(code),
+            _ => None,
+        },
+        error: decision.reason.clone(),
+        excerpt: sent.excerpt,
+        next: decision.next,
+    };
+    if record(shared, lease, &completion, &trust).await {
+        match decision.next {
+            NextState::Delivered => {
+                metrics::counter!(m::DELIVERED, &labels).increment(1);
+                metrics::histogram!(m::DELIVERY_LATENCY, &labels).record(age.as_secs_f64());
+            }
+            NextState::Dead => {
+                metrics::counter!(m::DEAD, &labels).increment(1);
+                tracing::warn!(op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, reason = ?decision.reason, "op is dead");
+            }
+            NextState::RetryAfter(delay) => {
+                metrics::counter!(m::RETRIES, &labels).increment(1);
+                tracing::info!(op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, ?delay, reason = ?decision.reason, "attempt failed; retry scheduled");
+            }
+        }
+    }
+    shared.wake.notify_one();
+}
+
+/// Writes a completion, retrying database failures while the lease may still be ours. The
+/// database refuses it (and it is counted as stale) when the claim or the lease moved on.
+async fn record(shared: &Shared, lease: &Lease, completion: &Completion, trust: &Trust) -> bool {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match shared.store.op_complete(lease, completion).await {
+            Ok(true) => {
+                shared.db_ok();
+                return true;
+            }
+            Ok(false) => {
+                shared.db_ok();
+                metrics::counter!(m::STALE_COMPLETIONS).increment(1);
+                tracing::warn!(op_id = %completion.op_id, token = %lease.token, "completion discarded: this dispatcher no longer holds the claim or the partition lease");
+                return false;
+            }
+            Err(e) => {
+                shared.db_failed("complete", &e);
+                if trust.is_lost() {
+                    tracing::warn!(op_id = %completion.op_id, "could not record the attempt before losing the lease; the next leader re-queues the op");
+                    return false;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// A number in [0, 1) for full jitter, from the operating system's randomness (via UUID v4).
+fn jitter() -> f64 {
+    // The low 53 bits of a v4 UUID are all random (version and variant bits sit above them).
+    (uuid::Uuid::new_v4().as_u128() & ((1u128 << 53) - 1)) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn jitter_stays_in_the_unit_interval() {
+        for _ in 0..1000 {
+            let j = super::jitter();
+            assert!((0.0..1.0).contains(&j), "{j}");
+        }
+    }
+}

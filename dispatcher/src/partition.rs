@@ -1,0 +1,200 @@
+//! The dispatcher's own lease on `dispatcher/<partition>`: standby, leader, step-down.
+//!
+//! A standby tries to acquire the lease every third of its TTL. A leader renews it every third
+//! of its TTL and *trusts* it only until `sent + ttl - safety`, where `sent` is when the last
+//! successful renewal (or the acquisition) was sent: the database set the expiry from a later
+//! instant, so the dispatcher always stops trusting its lease before the database would
+//! expire it. An attempt starts only if its whole timeout fits in the trusted window (G9). A
+//! renewal that fails, is refused or is slow cancels `lost`: the leader stops claiming and
+//! steps down. On pause the renewals stop with the process; on resume the window has passed,
+//! nothing new starts, and any completion the old leader sends is refused by the database
+//! (owner and token checked in the same statement). On crash the lease expires and a standby
+//! takes over, re-queueing what was left in flight.
+
+use std::time::Duration;
+
+use outbox_store::{Lease, Partition, ResourceName, Store};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The longest attempt timeout a lease of `ttl` allows: two thirds of it.
+pub fn longest_attempt(ttl: Duration) -> Duration {
+    ttl * 2 / 3
+}
+
+/// The part of the TTL never trusted: a tenth, at least 50 ms, for clock-rate drift and the
+/// time the completion itself takes.
+fn safety(ttl: Duration) -> Duration {
+    (ttl / 10).max(Duration::from_millis(50))
+}
+
+/// Held leadership of one partition.
+#[derive(Debug)]
+pub struct Leadership {
+    /// The partition served.
+    pub partition: Partition,
+    /// The lease: owner id and token checked by every claim and completion.
+    pub lease: Lease,
+    trusted_until: watch::Receiver<Instant>,
+    lost: CancellationToken,
+    stop: CancellationToken,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Leadership {
+    /// Tries to become the leader of `partition`; `None` while another dispatcher leads it.
+    pub async fn acquire(
+        store: &Store,
+        partition: Partition,
+        ttl: Duration,
+    ) -> Result<Option<Leadership>, outbox_store::Error> {
+        let resource = ResourceName::new(partition.lease_resource())?;
+        let sent = Instant::now();
+        let Some(lease) = store.lease_try_acquire(&resource, ttl).await? else {
+            return Ok(None);
+        };
+        let (trust, trusted_until) = watch::channel(sent + ttl - safety(ttl));
+        let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
+        let renewer = tokio::spawn(renew_loop(
+            store.clone(),
+            lease.clone(),
+            ttl,
+            trust,
+            lost.clone(),
+            stop.clone(),
+        ));
+        Ok(Some(Leadership {
+            partition,
+            lease,
+            trusted_until,
+            lost,
+            stop,
+            renewer,
+        }))
+    }
+
+    /// Cancelled once the lease can no longer be trusted: step down.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// A handle to the trusted window for attempt tasks.
+    pub fn trust(&self) -> Trust {
+        Trust {
+            until: self.trusted_until.clone(),
+            lost: self.lost.clone(),
+        }
+    }
+
+    /// Stops renewing and releases the lease, waiting at most two seconds for the database.
+    pub async fn release(self, store: &Store) {
+        self.stop.cancel();
+        let _ = self.renewer.await;
+        if !self.lost.is_cancelled() {
+            match tokio::time::timeout(Duration::from_secs(2), store.lease_release(&self.lease))
+                .await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "could not release the partition lease; it will expire")
+                }
+                Err(_) => tracing::warn!("releasing the partition lease timed out; it will expire"),
+            }
+        }
+    }
+
+    /// Stops renewing without releasing (the lease was lost, or expires by itself).
+    pub async fn abandon(self) {
+        self.stop.cancel();
+        let _ = self.renewer.await;
+    }
+}
+
+/// The leader's trusted window, as attempt tasks see it.
+#[derive(Debug, Clone)]
+pub struct Trust {
+    until: watch::Receiver<Instant>,
+    lost: CancellationToken,
+}
+
+impl Trust {
+    /// Whether the lease was lost.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Whether an attempt lasting `d` would end inside the trusted window.
+    pub fn covers(&self, d: Duration) -> bool {
+        !self.lost.is_cancelled() && Instant::now() + d <= *self.until.borrow()
+    }
+
+    /// Waits until the window covers `d` (after the next renewal), or returns false when the
+    /// lease is lost or `give_up` fires first.
+    pub async fn wait_to_cover(&mut self, d: Duration, give_up: &CancellationToken) -> bool {
+        loop {
+            if self.covers(d) {
+                return true;
+            }
+            tokio::select! {
+                changed = self.until.changed() => if changed.is_err() { return false },
+                () = self.lost.cancelled() => return false,
+                () = give_up.cancelled() => return false,
+            }
+        }
+    }
+}
+
+async fn renew_loop(
+    store: Store,
+    lease: Lease,
+    ttl: Duration,
+    trust: watch::Sender<Instant>,
+    lost: CancellationToken,
+    stop: CancellationToken,
+) {
+    let period = ttl / 3;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let sent = Instant::now();
+        let renewed = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(period, store.lease_renew(&lease, ttl)) => r,
+        };
+        match renewed {
+            Ok(Ok(Some(_))) => {
+                let _ = trust.send(sent + ttl - safety(ttl));
+            }
+            outcome => {
+                let why = match outcome {
+                    Ok(Ok(_)) => "renewal refused: the lease was taken or expired".to_owned(),
+                    Ok(Err(e)) => format!("renewal failed: {e}"),
+                    Err(_) => "renewal timed out".to_owned(),
+                };
+                tracing::warn!(resource = %lease.resource, token = %lease.token, "stepping down: {why}");
+                lost.cancel();
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trusted_window_always_fits_the_longest_attempt_after_a_renewal() {
+        for secs in [1, 5, 15, 60, 300] {
+            let ttl = Duration::from_secs(secs);
+            assert!(longest_attempt(ttl) + safety(ttl) < ttl, "{ttl:?}");
+        }
+        assert_eq!(
+            longest_attempt(Duration::from_secs(15)),
+            Duration::from_secs(10)
+        );
+    }
+}

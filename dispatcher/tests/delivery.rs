@@ -1,0 +1,440 @@
+//! The dispatcher delivering ops to real HTTP servers on 127.0.0.1, in-process, on every
+//! backend: headers and signatures, retries and dead letters, Retry-After, timeouts recorded
+//! as `unknown`, ordering per key, unrouted destinations, superseded ops never sent, and a
+//! graceful shutdown that leaves nothing in flight.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use outbox_dispatcher::Config;
+use outbox_dispatcher::signing::SigningKey;
+use outbox_producer::{Lease, Operation, Outbox};
+use outbox_tests::{Receiver, Reply, TestDb, conformance, wait_until};
+use tokio_util::sync::CancellationToken;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// A dispatcher running in this process until stopped.
+struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task
+            .await
+            .expect("dispatcher task")
+            .expect("dispatcher run");
+    }
+}
+
+/// Starts a dispatcher on `db` whose destinations are `destinations` (TOML tables).
+fn dispatch(db: &TestDb, destinations: &str) -> Running {
+    let text = format!(
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n{destinations}",
+        url = db.url()
+    );
+    let env = HashMap::from([("TEST_TOKEN".to_owned(), "s3cret-token".to_owned())]);
+    let config = Config::load(Some(&text), &env).expect("test config");
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
+    Running { shutdown, task }
+}
+
+fn destination(name: &str, receiver: &Receiver, extra: &str) -> String {
+    format!(
+        "[destinations.{name}]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"200ms\", max_attempts = 5 }}\n{extra}\n",
+        receiver.url()
+    )
+}
+
+async fn lease(outbox: &Outbox, resource: &str) -> Lease {
+    outbox
+        .try_acquire(resource, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free resource")
+}
+
+fn post(destination: &str, path: &str, key: &str) -> Operation {
+    Operation::post(destination, path)
+        .json(&serde_json::json!({"key": key}))
+        .idempotency_key(key)
+        .build()
+        .unwrap()
+}
+
+async fn until_states(db: &TestDb, what: &str, done: impl Fn(&[String]) -> bool) {
+    wait_until(Duration::from_secs(30), what, || async {
+        let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
+        done(&states)
+    })
+    .await;
+}
+
+fn all(state: &'static str) -> impl Fn(&[String]) -> bool {
+    move |states| !states.is_empty() && states.iter().all(|s| s == state)
+}
+
+async fn delivers_with_every_header_and_a_verifiable_signature(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let lease = lease(&outbox, "statement:account-1842:2026-07").await;
+    let op = Operation::post("statements", "/v1/statements?draft=false")
+        .header("X-Request-Source", "statement-job")
+        .json(&serde_json::json!({"account": 1842}))
+        .idempotency_key("statement-1842-2026-07")
+        .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .build()
+        .unwrap();
+    let enqueued = outbox.enqueue(&lease, &op).await.unwrap();
+    let extra = format!(
+        "headers = {{ Authorization = \"Bearer ${{TEST_TOKEN}}\" }}\nsigning_secret = {SECRET:?}"
+    );
+    let running = dispatch(&db, &destination("statements", &receiver, &extra));
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    running.stop().await;
+
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    let r = &got[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/api/v1/statements?draft=false")
+    );
+    assert_eq!(r.body, br#"{"account":1842}"#);
+    let op_id = enqueued.op_id.to_string();
+    let expected = [
+        ("idempotency-key", "statement-1842-2026-07"),
+        ("x-fencing-token", &lease.token.to_string()),
+        ("x-outbox-op-id", &op_id),
+        ("x-outbox-attempt", "1"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
+        ("x-request-source", "statement-job"),
+        ("content-type", "application/json"),
+        ("authorization", "Bearer s3cret-token"),
+        ("webhook-id", &op_id),
+    ];
+    for (name, value) in expected {
+        assert_eq!(r.header(name), value, "{name}");
+    }
+    let timestamp: i64 = r.header("webhook-timestamp").parse().unwrap();
+    let signature = SigningKey::parse(SECRET)
+        .unwrap()
+        .sign(&op_id, timestamp, &r.body);
+    assert_eq!(
+        r.header("webhook-signature"),
+        signature,
+        "the Standard Webhooks signature verifies"
+    );
+
+    let attempts = db.attempts().await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].outcome.as_deref(), attempts[0].http_status),
+        (Some("delivered"), Some(200))
+    );
+}
+
+async fn retries_503_twice_then_delivers_with_the_same_key(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/api/charge",
+        [
+            Reply::status(503),
+            Reply::status(503).body("busy"),
+            Reply::status(200),
+        ],
+    );
+    let lease = lease(&outbox, "billing:1").await;
+    outbox
+        .enqueue(&lease, &post("billing", "/charge", "charge-1"))
+        .await
+        .unwrap();
+    let running = dispatch(&db, &destination("billing", &receiver, ""));
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    running.stop().await;
+
+    let got = receiver.received();
+    assert_eq!(got.len(), 3);
+    assert!(
+        got.iter()
+            .all(|r| r.header("idempotency-key") == "charge-1")
+    );
+    let numbers: Vec<&str> = got.iter().map(|r| r.header("x-outbox-attempt")).collect();
+    assert_eq!(numbers, ["1", "2", "3"]);
+    let attempts = db.attempts().await;
+    let outcomes: Vec<(Option<&str>, Option<i32>)> = attempts
+        .iter()
+        .map(|a| (a.outcome.as_deref(), a.http_status))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (Some("failed"), Some(503)),
+            (Some("failed"), Some(503)),
+            (Some("delivered"), Some(200))
+        ]
+    );
+    assert_eq!(db.ops().await[0].attempts, 3);
+}
+
+async fn a_400_is_dead_at_once_and_stays_visible(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/api/charge",
+        [Reply::status(400).body("{\"error\":\"bad amount\"}")],
+    );
+    let lease = lease(&outbox, "billing:2").await;
+    outbox
+        .enqueue(&lease, &post("billing", "/charge", "charge-2"))
+        .await
+        .unwrap();
+    let running = dispatch(&db, &destination("billing", &receiver, ""));
+    until_states(&db, "the op is dead", all("dead")).await;
+    running.stop().await;
+    assert_eq!(receiver.received().len(), 1);
+    let op = &db.ops().await[0];
+    assert!(
+        op.last_error.as_deref().unwrap_or_default().contains("400"),
+        "{op:?}"
+    );
+}
+
+async fn retry_after_is_honoured(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/api/charge",
+        [Reply::status(429).header("Retry-After", "2")],
+    );
+    let lease = lease(&outbox, "billing:3").await;
+    outbox
+        .enqueue(&lease, &post("billing", "/charge", "charge-3"))
+        .await
+        .unwrap();
+    // The cap must allow a 2 s wait.
+    let dest = format!(
+        "[destinations.billing]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"5s\" }}\n",
+        receiver.url()
+    );
+    let running = dispatch(&db, &dest);
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    running.stop().await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 2);
+    let waited = got[1].at - got[0].at;
+    assert!(waited >= Duration::from_secs(2), "waited only {waited:?}");
+}
+
+async fn a_timeout_is_recorded_as_unknown_then_retried(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/api/slow",
+        [Reply::status(200).after(Duration::from_secs(3))],
+    );
+    let lease = lease(&outbox, "slow:1").await;
+    outbox
+        .enqueue(&lease, &post("slow", "/slow", "slow-1"))
+        .await
+        .unwrap();
+    let running = dispatch(&db, &destination("slow", &receiver, ""));
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    running.stop().await;
+    let outcomes: Vec<Option<String>> =
+        db.attempts().await.into_iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Some("unknown".to_owned()), Some("delivered".to_owned())]
+    );
+    assert_eq!(
+        receiver.received().len(),
+        2,
+        "both attempts reached the destination"
+    );
+}
+
+async fn ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let mut leases = Vec::new();
+    for k in 0..10 {
+        leases.push(lease(&outbox, &format!("account:{k}")).await);
+    }
+    // 200 ops on key 0; 10 on each of the other 9 keys. Each takes 5 ms at the destination.
+    let mut batches = Vec::new();
+    for (k, lease) in leases.iter().enumerate() {
+        let n = if k == 0 { 200 } else { 10 };
+        let ops: Vec<Operation> = (0..n)
+            .map(|i| post("ledger", &format!("/k{k}"), &format!("k{k}-{i:03}")))
+            .collect();
+        batches.push((lease.clone(), ops));
+    }
+    for (lease, ops) in &batches {
+        outbox.enqueue_batch(lease, ops).await.unwrap();
+    }
+    for k in 0..10 {
+        receiver.script(
+            &format!("/api/k{k}"),
+            (0..200).map(|_| Reply::status(200).after(Duration::from_millis(5))),
+        );
+    }
+    let running = dispatch(&db, &destination("ledger", &receiver, ""));
+    until_states(&db, "every op is delivered", all("delivered")).await;
+    running.stop().await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 290, "each op once");
+    for k in 0..10 {
+        let keys: Vec<&str> = got
+            .iter()
+            .filter(|r| r.path == format!("/api/k{k}"))
+            .map(|r| r.header("idempotency-key"))
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "key {k} out of order");
+    }
+    // The short keys finished long before the long one: they did not queue behind it.
+    let last_short = got
+        .iter()
+        .filter(|r| r.path != "/api/k0")
+        .map(|r| r.at)
+        .max()
+        .unwrap();
+    let last_long = got
+        .iter()
+        .filter(|r| r.path == "/api/k0")
+        .map(|r| r.at)
+        .max()
+        .unwrap();
+    assert!(
+        last_short < last_long,
+        "other keys progressed in parallel with key 0"
+    );
+}
+
+async fn unrouted_ops_wait_and_superseded_ops_are_never_sent(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let old = lease(&outbox, "doc:1").await;
+    // Another destination, so only expire_with_generation (not supersede_pending) drops it.
+    let stale_generation = Operation::post("previews", "/render")
+        .idempotency_key("old-gen")
+        .expire_with_generation()
+        .build()
+        .unwrap();
+    outbox.enqueue(&old, &stale_generation).await.unwrap();
+    outbox
+        .enqueue(&old, &post("docs", "/render", "old-pending"))
+        .await
+        .unwrap();
+    outbox.release(&old).await.unwrap();
+    // An unrouted op holds its order key (G8 keeps the order), so it gets its own resource.
+    let elsewhere = lease(&outbox, "doc:2").await;
+    outbox
+        .enqueue(&elsewhere, &post("nowhere", "/x", "unrouted"))
+        .await
+        .unwrap();
+    let newer = lease(&outbox, "doc:1").await;
+    let replacing = Operation::post("docs", "/render")
+        .idempotency_key("new")
+        .supersede_pending()
+        .build()
+        .unwrap();
+    outbox.enqueue(&newer, &replacing).await.unwrap();
+
+    let both = format!(
+        "{}{}",
+        destination("docs", &receiver, ""),
+        destination("previews", &receiver, "")
+    );
+    let running = dispatch(&db, &both);
+    until_states(&db, "the newest op is delivered", |s| {
+        s.len() == 4 && s[3] == "delivered"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    running.stop().await;
+    let states: Vec<(String, String)> = db
+        .ops()
+        .await
+        .into_iter()
+        .map(|o| (o.idempotency_key, o.state))
+        .collect();
+    let expected = [
+        ("old-gen", "superseded"),
+        ("old-pending", "superseded"),
+        ("unrouted", "pending"),
+        ("new", "delivered"),
+    ];
+    assert_eq!(
+        db.ops().await[0].last_error.as_deref(),
+        Some("token 1 is no longer the newest of its resource")
+    );
+    assert_eq!(states, expected.map(|(k, s)| (k.to_owned(), s.to_owned())));
+    let keys: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .collect();
+    assert_eq!(keys, ["new"], "superseded and unrouted ops were never sent");
+}
+
+async fn graceful_shutdown_leaves_nothing_in_flight(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/api/work",
+        (0..20).map(|_| Reply::status(200).after(Duration::from_millis(400))),
+    );
+    let lease = lease(&outbox, "work").await;
+    let unordered: Vec<Operation> = (0..20)
+        .map(|i| {
+            Operation::post("work", "/work")
+                .idempotency_key(format!("w{i}"))
+                .unordered()
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &unordered).await.unwrap();
+    let running = dispatch(&db, &destination("work", &receiver, ""));
+    wait_until(
+        Duration::from_secs(30),
+        "attempts are in flight",
+        || async { !receiver.received().is_empty() },
+    )
+    .await;
+    running.stop().await;
+    let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
+    assert!(
+        states.iter().all(|s| s == "delivered" || s == "pending"),
+        "{states:?}"
+    );
+    assert!(states.iter().any(|s| s == "delivered"));
+    let leases = outbox.list_leases().await.unwrap();
+    let partition = leases
+        .iter()
+        .find(|l| l.resource.as_str() == "dispatcher/0")
+        .unwrap();
+    assert!(!partition.held, "the partition lease was released");
+}
+
+conformance!(
+    delivers_with_every_header_and_a_verifiable_signature,
+    retries_503_twice_then_delivers_with_the_same_key,
+    a_400_is_dead_at_once_and_stays_visible,
+    retry_after_is_honoured,
+    a_timeout_is_recorded_as_unknown_then_retried,
+    ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel,
+    unrouted_ops_wait_and_superseded_ops_are_never_sent,
+    graceful_shutdown_leaves_nothing_in_flight,
+);
