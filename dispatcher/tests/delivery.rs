@@ -32,8 +32,13 @@ impl Running {
 
 /// Starts a dispatcher on `db` whose destinations are `destinations` (TOML tables).
 fn dispatch(db: &TestDb, destinations: &str) -> Running {
+    dispatch_listening(db, destinations, "")
+}
+
+/// As [`dispatch`], serving /metrics, /healthz and /readyz on `listen`.
+fn dispatch_listening(db: &TestDb, destinations: &str, listen: &str) -> Running {
     let text = format!(
-        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n{destinations}",
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = {listen:?}\nshutdown_grace = \"5s\"\n{destinations}",
         url = db.url()
     );
     let env = HashMap::from([("TEST_TOKEN".to_owned(), "s3cret-token".to_owned())]);
@@ -428,7 +433,105 @@ async fn graceful_shutdown_leaves_nothing_in_flight(db: TestDb) {
     assert!(!partition.held, "the partition lease was released");
 }
 
+/// A destination that hangs (30 s per request, past its 2 s timeout) does not delay another
+/// destination's deliveries by more than a second.
+async fn a_hanging_destination_does_not_delay_the_others(db: TestDb) {
+    let outbox = db.outbox().await;
+    let (hanging, fast) = (Receiver::start().await, Receiver::start().await);
+    hanging.script(
+        "/api/x",
+        (0..50).map(|_| Reply::status(200).after(Duration::from_secs(30))),
+    );
+    let lease = lease(&outbox, "mixed").await;
+    let stuck: Vec<Operation> = (0..8)
+        .map(|i| {
+            Operation::post("hanging", "/x")
+                .idempotency_key(format!("h{i}"))
+                .unordered()
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &stuck).await.unwrap();
+    let dests = format!(
+        "{}{}",
+        destination("hanging", &hanging, "max_in_flight = 4\ntimeout = \"2s\"")
+            .replace("timeout = \"1s\"\n", ""),
+        destination("fast", &fast, "")
+    );
+    let running = dispatch(&db, &dests);
+    wait_until(
+        Duration::from_secs(30),
+        "the hanging destination holds requests",
+        || async { hanging.received().len() >= 4 },
+    )
+    .await;
+    let mut delays = Vec::new();
+    for i in 0..5 {
+        let op = Operation::post("fast", "/y")
+            .idempotency_key(format!("f{i}"))
+            .unordered()
+            .build()
+            .unwrap();
+        let sent = std::time::Instant::now();
+        outbox.enqueue(&lease, &op).await.unwrap();
+        let key = format!("f{i}");
+        wait_until(Duration::from_secs(10), "the fast op arrives", || async {
+            fast.received()
+                .iter()
+                .any(|r| r.header("idempotency-key") == key)
+        })
+        .await;
+        delays.push(sent.elapsed());
+    }
+    running.stop().await;
+    println!("fast destination delays while another hangs: {delays:?}");
+    assert!(
+        delays.iter().all(|d| *d < Duration::from_secs(1)),
+        "{delays:?}"
+    );
+}
+
+/// /healthz and /readyz answer, and /metrics counts what was delivered.
+async fn health_and_metrics_endpoints_answer(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let lease = lease(&outbox, "metered").await;
+    outbox
+        .enqueue(&lease, &post("metered", "/m", "m-1"))
+        .await
+        .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let running = dispatch_listening(
+        &db,
+        &destination("metered", &receiver, ""),
+        &format!("127.0.0.1:{port}"),
+    );
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    let base = format!("http://127.0.0.1:{port}");
+    let get = |path: &str| reqwest::get(format!("{base}{path}"));
+    assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    assert_eq!(get("/readyz").await.unwrap().status(), 200);
+    let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+    for name in [
+        "outbox_delivered_total",
+        "outbox_attempts_total",
+        "outbox_attempt_duration_seconds",
+        "outbox_partition_leader",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from:\n{metrics}");
+    }
+    assert!(metrics.contains("destination=\"metered\""), "{metrics}");
+    running.stop().await;
+}
+
 conformance!(
+    a_hanging_destination_does_not_delay_the_others,
+    health_and_metrics_endpoints_answer,
     delivers_with_every_header_and_a_verifiable_signature,
     retries_503_twice_then_delivers_with_the_same_key,
     a_400_is_dead_at_once_and_stays_visible,
@@ -438,3 +541,43 @@ conformance!(
     unrouted_ops_wait_and_superseded_ops_are_never_sent,
     graceful_shutdown_leaves_nothing_in_flight,
 );
+
+/// With the database down the dispatcher stays up, /readyz says 503, and once the database is
+/// back it becomes ready and delivers what was enqueued before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_unreachable_at_start_means_not_ready_until_it_is_back() {
+    let Some(db) = TestDb::postgres_own_cluster().await else {
+        return;
+    };
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let lease = lease(&outbox, "later").await;
+    outbox
+        .enqueue(&lease, &post("later", "/l", "l-1"))
+        .await
+        .unwrap();
+    outbox.store().close().await;
+    db.stop_server();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let running = dispatch_listening(
+        &db,
+        &destination("later", &receiver, ""),
+        &format!("127.0.0.1:{port}"),
+    );
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    wait_until(Duration::from_secs(30), "/readyz answers 503", || async {
+        matches!(reqwest::get(&readyz).await, Ok(r) if r.status() == 503)
+    })
+    .await;
+    db.start_server();
+    wait_until(Duration::from_secs(60), "/readyz answers 200", || async {
+        matches!(reqwest::get(&readyz).await, Ok(r) if r.status() == 200)
+    })
+    .await;
+    until_states(&db, "the op is delivered", all("delivered")).await;
+    running.stop().await;
+}

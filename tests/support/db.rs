@@ -179,6 +179,24 @@ impl TestDb {
         }
     }
 
+    /// Stops the database server of a test's own PostgreSQL cluster.
+    pub fn stop_server(&self) {
+        self.own_cluster
+            .as_ref()
+            .expect("stop_server needs TestDb::postgres_own_cluster")
+            .stop()
+            .expect("stop PostgreSQL");
+    }
+
+    /// Starts it again.
+    pub fn start_server(&self) {
+        self.own_cluster
+            .as_ref()
+            .expect("start_server needs TestDb::postgres_own_cluster")
+            .restart()
+            .expect("start PostgreSQL");
+    }
+
     /// Every lease row and the row count of every other outbox table, as text, to compare
     /// before and after a call that must write nothing.
     pub async fn snapshot(&self) -> Vec<String> {
