@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use outbox_store::{ClaimedOp, Completion, Lease, NextState, Partition, Store};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -180,6 +180,13 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
         Err(e) => shared.db_failed("requeue abandoned ops", &e),
     }
     let attempts = TaskTracker::new();
+    let (recorder, completions) = mpsc::channel(RECORDER_QUEUE);
+    attempts.spawn(record_loop(
+        shared.clone(),
+        lease.clone(),
+        leadership.trust(),
+        completions,
+    ));
     let stop = leadership.lost().child_token();
     let stop_on_shutdown = {
         let (stop, shutdown) = (stop.clone(), shutdown.clone());
@@ -195,8 +202,10 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
         leadership.trust(),
         &attempts,
         &stop,
+        &recorder,
     )
     .await;
+    drop(recorder);
     stop_on_shutdown.abort();
     attempts.close();
     if shutdown.is_cancelled() {
@@ -225,6 +234,7 @@ async fn drain(
     mut trust: Trust,
     attempts: &TaskTracker,
     stop: &CancellationToken,
+    recorder: &Recorder,
 ) {
     let poll = shared.config.dispatcher.poll_interval;
     while !stop.is_cancelled() {
@@ -263,7 +273,7 @@ async fn drain(
         };
         let full = claimed.len() == room;
         for op in claimed {
-            start(shared, lease, op, trust.clone(), attempts).await;
+            start(shared, lease, op, trust.clone(), attempts, recorder).await;
         }
         if !full {
             let due = match shared.store.op_next_due(partition, &open).await {
@@ -296,6 +306,7 @@ async fn start(
     op: ClaimedOp,
     trust: Trust,
     attempts: &TaskTracker,
+    recorder: &Recorder,
 ) {
     let route = &shared.routes[&op.destination];
     let permits = (
@@ -308,9 +319,10 @@ async fn start(
     };
     match (permits, budget) {
         ((Ok(global), Ok(slot)), Ok(())) => {
-            let (shared, lease) = (shared.clone(), lease.clone());
-            attempts
-                .spawn(async move { attempt(&shared, &lease, op, trust, (global, slot)).await });
+            let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
+            attempts.spawn(async move {
+                attempt(&shared, &lease, op, trust, &recorder, (global, slot)).await
+            });
         }
         (_, budget) => {
             if let Err(gap) = budget {
@@ -338,6 +350,7 @@ async fn attempt(
     lease: &Lease,
     op: ClaimedOp,
     trust: Trust,
+    recorder: &Recorder,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) {
     let route = &shared.routes[&op.destination];
@@ -376,7 +389,10 @@ async fn attempt(
         excerpt: sent.excerpt,
         next: decision.next,
     };
-    if record(shared, lease, &completion, &trust).await {
+    let (reply, recorded) = oneshot::channel();
+    let applied =
+        recorder.send((completion, reply)).await.is_ok() && recorded.await.unwrap_or(false);
+    if applied {
         match decision.next {
             NextState::Delivered => {
                 metrics::counter!(m::DELIVERED, &labels).increment(1);
@@ -395,31 +411,59 @@ async fn attempt(
     shared.wake.notify_one();
 }
 
-/// Writes a completion, retrying database failures while the lease may still be ours. The
-/// database refuses it (and it is counted as stale) when the claim or the lease moved on.
-async fn record(shared: &Shared, lease: &Lease, completion: &Completion, trust: &Trust) -> bool {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match shared.store.op_complete(lease, completion).await {
-            Ok(true) => {
-                shared.db_ok();
-                return true;
+/// A completion waiting to be written, and where to say whether it was applied.
+type Pending = (Completion, oneshot::Sender<bool>);
+/// Where attempts hand their completions to the leader's recorder.
+type Recorder = mpsc::Sender<Pending>;
+/// How many completions may wait for the recorder.
+const RECORDER_QUEUE: usize = 1024;
+/// The most completions written in one transaction.
+const RECORD_BATCH: usize = 128;
+
+/// Writes completions in batches, one transaction each: whatever has queued up while the
+/// previous batch was written goes together. Database failures are retried while the lease may
+/// still be ours; the database refuses (and this counts as stale) each completion whose claim or
+/// lease moved on. Ends when every attempt task and the claim loop have dropped their senders.
+async fn record_loop(
+    shared: Arc<Shared>,
+    lease: Lease,
+    trust: Trust,
+    mut queue: mpsc::Receiver<Pending>,
+) {
+    let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
+    while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
+        let mut backoff = Duration::from_millis(100);
+        let applied: Option<Vec<bool>> = loop {
+            match shared.store.op_complete_batch(&lease, &completions).await {
+                Ok(applied) => {
+                    shared.db_ok();
+                    break Some(applied);
+                }
+                Err(e) => {
+                    shared.db_failed("complete", &e);
+                    if trust.is_lost() {
+                        tracing::warn!(
+                            count = completions.len(),
+                            "could not record attempts before losing the lease; the next leader re-queues their ops"
+                        );
+                        break None;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
             }
-            Ok(false) => {
-                shared.db_ok();
+        };
+        let applied = applied
+            .unwrap_or_else(|| vec![false; completions.len()])
+            .into_iter()
+            .map(Some);
+        for ((completion, reply), applied) in batch.drain(..).zip(applied) {
+            if applied == Some(false) {
                 metrics::counter!(m::STALE_COMPLETIONS).increment(1);
                 tracing::warn!(op_id = %completion.op_id, token = %lease.token, "completion discarded: this dispatcher no longer holds the claim or the partition lease");
-                return false;
             }
-            Err(e) => {
-                shared.db_failed("complete", &e);
-                if trust.is_lost() {
-                    tracing::warn!(op_id = %completion.op_id, "could not record the attempt before losing the lease; the next leader re-queues the op");
-                    return false;
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
+            let _ = reply.send(applied == Some(true));
         }
     }
 }

@@ -281,10 +281,15 @@ impl Store {
         on_backend!(self, b => b.op_claim(lease, partition, destinations, limit).await)
     }
 
-    /// Records an attempt's end and the op's new state, only while the op is claimed by this
-    /// dispatcher token and `lease` still has its owner and token (G9). `false`: discarded.
-    pub async fn op_complete(&self, lease: &Lease, completion: &Completion) -> Result<bool, Error> {
-        on_backend!(self, b => b.op_complete(lease, completion).await)
+    /// Records attempts' ends and their ops' new states in one transaction, each only while
+    /// the op is claimed by this dispatcher token and `lease` still has its owner and token
+    /// (G9). One flag per completion: `false` means refused (discarded), nothing written.
+    pub async fn op_complete_batch(
+        &self,
+        lease: &Lease,
+        completions: &[Completion],
+    ) -> Result<Vec<bool>, Error> {
+        on_backend!(self, b => b.op_complete_batch(lease, completions).await)
     }
 
     /// Re-queues ops of `partition` left in flight by older dispatcher tokens, closing their

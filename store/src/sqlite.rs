@@ -356,42 +356,24 @@ impl SqliteStore {
         Ok(claimed)
     }
 
-    pub(crate) async fn op_complete(&self, lease: &Lease, c: &Completion) -> Result<bool, Error> {
+    /// Records completions in one transaction (one commit, one fsync); each is checked on
+    /// its own, so a refused one does not hold back the others.
+    pub(crate) async fn op_complete_batch(
+        &self,
+        lease: &Lease,
+        completions: &[Completion],
+    ) -> Result<Vec<bool>, Error> {
         let mut tx = self
             .pool
             .begin_with(BEGIN_IMMEDIATE)
             .await
             .map_err(map_err)?;
-        let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
-        let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
-            .bind(c.seq)
-            .bind(lease.token.get())
-            .bind(lease.resource.as_str())
-            .bind(lease.owner_id.as_uuid().hyphenated())
-            .bind(c.next.state())
-            .bind(c.next.delay_ms())
-            .bind(error.as_deref())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        if applied.is_none() {
-            tx.rollback().await.map_err(map_err)?;
-            return Ok(false);
+        let mut applied = Vec::with_capacity(completions.len());
+        for c in completions {
+            applied.push(complete_on(&mut tx, lease, c).await?);
         }
-        sqlx::query(ATTEMPT_INSERT)
-            .bind(c.op_id.hyphenated())
-            .bind(c.attempt)
-            .bind(lease.token.get())
-            .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
-            .bind(c.outcome.as_str())
-            .bind(c.http_status.map(i32::from))
-            .bind(error.as_deref())
-            .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
         tx.commit().await.map_err(map_err)?;
-        Ok(true)
+        Ok(applied)
     }
 
     pub(crate) async fn op_requeue_abandoned(
@@ -547,6 +529,43 @@ pub(crate) async fn enqueue_on(
         })
         .transpose()?;
     duplicate_or_conflict(found, op, Backend::Sqlite)
+}
+
+/// One completion inside a transaction: the guarded update, then the attempt's row if it
+/// applied.
+async fn complete_on(
+    conn: &mut SqliteConnection,
+    lease: &Lease,
+    c: &Completion,
+) -> Result<bool, Error> {
+    let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
+    let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
+        .bind(c.seq)
+        .bind(lease.token.get())
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid().hyphenated())
+        .bind(c.next.state())
+        .bind(c.next.delay_ms())
+        .bind(error.as_deref())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    if applied.is_none() {
+        return Ok(false);
+    }
+    sqlx::query(ATTEMPT_INSERT)
+        .bind(c.op_id.hyphenated())
+        .bind(c.attempt)
+        .bind(lease.token.get())
+        .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
+        .bind(c.outcome.as_str())
+        .bind(c.http_status.map(i32::from))
+        .bind(error.as_deref())
+        .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
+        .execute(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    Ok(true)
 }
 
 /// A statement whose parameters are a partition's lease and the partition: ?1 resource,
