@@ -263,7 +263,10 @@ async fn drain(
         {
             Ok(c) => {
                 shared.db_ok();
-                c
+                if c.superseded > 0 {
+                    metrics::counter!(m::SUPERSEDED).increment(c.superseded);
+                }
+                c.ops
             }
             Err(e) => {
                 shared.db_failed("claim", &e);

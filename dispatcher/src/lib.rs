@@ -137,53 +137,80 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
     }
 }
 
-/// Retention and unrouted-op reports, every 30 seconds until shutdown.
+/// Gauges, unrouted-op reports and retention, every few seconds (at most 10 s, and at least
+/// twice per retention period) until shutdown.
 async fn housekeeping(shared: Arc<drain::Shared>, shutdown: CancellationToken) {
-    let mut warned: HashSet<String> = HashSet::new();
-    let mut reported: HashSet<String> = HashSet::new();
+    let period = (shared.config.dispatcher.retention / 2)
+        .clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let mut unrouted = Unrouted::default();
     loop {
+        match shared.store.op_stats().await {
+            Ok(stats) => {
+                ::metrics::gauge!(metrics::PENDING_OPS).set(stats.pending as f64);
+                ::metrics::gauge!(metrics::IN_FLIGHT_OPS).set(stats.in_flight as f64);
+                let age = stats.oldest_pending_ms.unwrap_or(0).max(0) as f64 / 1000.0;
+                ::metrics::gauge!(metrics::OLDEST_PENDING_AGE).set(age);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the outbox's counts"),
+        }
         match shared
             .store
             .op_unrouted_list(shared.destination_names())
             .await
         {
-            Ok(unrouted) => {
-                let now: HashSet<String> = unrouted.iter().map(|(d, _)| d.clone()).collect();
-                for gone in reported.difference(&now) {
-                    ::metrics::gauge!(metrics::UNROUTED, "destination" => gone.clone()).set(0.0);
-                }
-                for (destination, pending) in &unrouted {
-                    ::metrics::gauge!(metrics::UNROUTED, "destination" => destination.clone())
-                        .set(*pending as f64);
-                    if warned.insert(destination.clone()) {
-                        tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
-                    }
-                }
-                reported = now;
-            }
+            Ok(list) => unrouted.report(list),
             Err(e) => tracing::warn!(error = %e, "could not count unrouted ops"),
         }
-        loop {
-            match shared
-                .store
-                .op_purge_finished(shared.config.dispatcher.retention, 1000)
-                .await
-            {
-                Ok(n) => {
-                    ::metrics::counter!(metrics::PURGED).increment(n);
-                    if n < 1000 {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "retention purge failed");
-                    break;
-                }
-            }
-        }
+        purge(&shared).await;
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_secs(30)) => {}
+            () = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+/// Destinations with pending ops that are not configured: a gauge each, one warning each.
+#[derive(Debug, Default)]
+struct Unrouted {
+    warned: HashSet<String>,
+    reported: HashSet<String>,
+}
+
+impl Unrouted {
+    fn report(&mut self, list: Vec<(String, i64)>) {
+        let now: HashSet<String> = list.iter().map(|(d, _)| d.clone()).collect();
+        for gone in self.reported.difference(&now) {
+            ::metrics::gauge!(metrics::UNROUTED, "destination" => gone.clone()).set(0.0);
+        }
+        for (destination, pending) in &list {
+            ::metrics::gauge!(metrics::UNROUTED, "destination" => destination.clone())
+                .set(*pending as f64);
+            if self.warned.insert(destination.clone()) {
+                tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
+            }
+        }
+        self.reported = now;
+    }
+}
+
+/// Deletes finished ops past retention, 1000 at a time, until none are left.
+async fn purge(shared: &drain::Shared) {
+    loop {
+        match shared
+            .store
+            .op_purge_finished(shared.config.dispatcher.retention, 1000)
+            .await
+        {
+            Ok(n) => {
+                ::metrics::counter!(metrics::PURGED).increment(n);
+                if n < 1000 {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention purge failed");
+                return;
+            }
         }
     }
 }

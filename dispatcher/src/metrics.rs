@@ -24,8 +24,16 @@ pub const RELEASED_CLAIMS: &str = "outbox_released_claims_total";
 pub const ATTEMPT_DURATION: &str = "outbox_attempt_duration_seconds";
 /// Enqueue (commit) to delivery (answer) in seconds, by `destination`.
 pub const DELIVERY_LATENCY: &str = "outbox_enqueue_to_delivery_seconds";
-/// Attempts in flight now, by `destination`.
-pub const IN_FLIGHT: &str = "outbox_in_flight";
+/// Attempts this process has in flight now, by `destination`.
+pub const IN_FLIGHT: &str = "outbox_attempts_in_flight";
+/// Ops pending in the outbox (due or not), from the database.
+pub const PENDING_OPS: &str = "outbox_pending_ops";
+/// Ops in flight in the outbox (every dispatcher), from the database.
+pub const IN_FLIGHT_OPS: &str = "outbox_in_flight_ops";
+/// How long the oldest pending op has waited since it was enqueued, in seconds.
+pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
+/// Pending ops dropped because their token was no longer the newest (expire_with_generation).
+pub const SUPERSEDED: &str = "outbox_superseded_total";
 /// Pending ops whose destination is not configured, by `destination`.
 pub const UNROUTED: &str = "outbox_unrouted_ops";
 /// 1 while this process leads the `partition`, 0 while standby.

@@ -37,8 +37,18 @@ fn dispatch(db: &TestDb, destinations: &str) -> Running {
 
 /// As [`dispatch`], serving /metrics, /healthz and /readyz on `listen`.
 fn dispatch_listening(db: &TestDb, destinations: &str, listen: &str) -> Running {
+    dispatch_with(db, destinations, &format!("listen = {listen:?}\n"))
+}
+
+/// A dispatcher with extra `[dispatcher]` keys.
+fn dispatch_with(db: &TestDb, destinations: &str, dispatcher_keys: &str) -> Running {
+    let listen = if dispatcher_keys.contains("listen") {
+        ""
+    } else {
+        "listen = \"\"\n"
+    };
     let text = format!(
-        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = {listen:?}\nshutdown_grace = \"5s\"\n{destinations}",
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nshutdown_grace = \"5s\"\n{listen}{dispatcher_keys}{destinations}",
         url = db.url()
     );
     let env = HashMap::from([("TEST_TOKEN".to_owned(), "s3cret-token".to_owned())]);
@@ -521,7 +531,10 @@ async fn health_and_metrics_endpoints_answer(db: TestDb) {
         "outbox_delivered_total",
         "outbox_attempts_total",
         "outbox_attempt_duration_seconds",
+        "outbox_enqueue_to_delivery_seconds",
         "outbox_partition_leader",
+        "outbox_pending_ops",
+        "outbox_oldest_pending_age_seconds",
     ] {
         assert!(metrics.contains(name), "{name} missing from:\n{metrics}");
     }
@@ -529,7 +542,126 @@ async fn health_and_metrics_endpoints_answer(db: TestDb) {
     running.stop().await;
 }
 
+/// A rate limit of 5/s spreads 10 ops over about a second; all are delivered.
+async fn a_rate_limit_spreads_deliveries(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let lease = lease(&outbox, "limited").await;
+    let ops: Vec<Operation> = (0..10)
+        .map(|i| {
+            Operation::post("limited", "/r")
+                .idempotency_key(format!("r{i}"))
+                .unordered()
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    let running = dispatch(
+        &db,
+        &destination("limited", &receiver, "rate_limit = \"5/s\""),
+    );
+    until_states(&db, "every op is delivered", all("delivered")).await;
+    running.stop().await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 10);
+    let span = got.last().unwrap().at - got[0].at;
+    println!("10 ops at 5/s took {span:?}");
+    assert!(
+        span >= Duration::from_millis(800),
+        "the limit was not applied: {span:?}"
+    );
+}
+
+/// Finished ops are purged after `retention` with their attempts; dead ops stay.
+async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script("/api/dead", [Reply::status(410)]);
+    let lease = lease(&outbox, "kept").await;
+    outbox
+        .enqueue(&lease, &post("kept", "/alive", "alive"))
+        .await
+        .unwrap();
+    outbox
+        .enqueue(&lease, &post("kept", "/dead", "dead"))
+        .await
+        .unwrap();
+    let text = destination("kept", &receiver, "");
+    let db_url = db.url().to_owned();
+    let config = format!(
+        "[database]\nurl = {db_url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nretention = \"2s\"\n{text}"
+    );
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(outbox_dispatcher::run(
+        Config::load(Some(&config), &HashMap::new()).unwrap(),
+        shutdown.clone(),
+    ));
+    wait_until(
+        Duration::from_secs(30),
+        "the delivered op is purged",
+        || async {
+            let ops = db.ops().await;
+            ops.len() == 1 && ops[0].state == "dead"
+        },
+    )
+    .await;
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+    let attempts = db.attempts().await;
+    assert_eq!(
+        attempts.len(),
+        1,
+        "the purged op's attempts went with it: {attempts:?}"
+    );
+    assert_eq!(attempts[0].http_status, Some(410));
+}
+
+/// Three partitions served by two dispatchers: every op is delivered exactly once, and ops of
+/// one key stay in order (a key always falls in the same partition).
+async fn partitions_split_the_work_between_dispatchers(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    for k in 0..12 {
+        let lease = lease(&outbox, &format!("acct:{k}")).await;
+        let ops: Vec<Operation> = (0..5)
+            .map(|i| post("ledger", &format!("/k{k}"), &format!("k{k:02}-{i}")))
+            .collect();
+        outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    }
+    let dest = destination("ledger", &receiver, "");
+    let (one, two) = (
+        dispatch_with(&db, &dest, "partitions = 3\n"),
+        dispatch_with(&db, &dest, "partitions = 3\n"),
+    );
+    until_states(&db, "every op is delivered", all("delivered")).await;
+    one.stop().await;
+    two.stop().await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 60, "each op exactly once");
+    for k in 0..12 {
+        let keys: Vec<&str> = got
+            .iter()
+            .filter(|r| r.path == format!("/api/k{k}"))
+            .map(|r| r.header("idempotency-key"))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "key {k}: {keys:?}");
+    }
+    let held: Vec<String> = outbox
+        .list_leases()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.resource.to_string())
+        .filter(|r| r.starts_with("dispatcher/"))
+        .collect();
+    assert_eq!(held, ["dispatcher/0", "dispatcher/1", "dispatcher/2"]);
+}
+
 conformance!(
+    partitions_split_the_work_between_dispatchers,
+    a_rate_limit_spreads_deliveries,
+    retention_purges_finished_ops_but_keeps_dead_ones,
     a_hanging_destination_does_not_delay_the_others,
     health_and_metrics_endpoints_answer,
     delivers_with_every_header_and_a_verifiable_signature,

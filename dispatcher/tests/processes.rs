@@ -309,3 +309,119 @@ async fn postgres_restart_mid_run_loses_nothing_and_listen_resumes() {
     dispatcher.stop();
     assert_eq!(receiver.received().len(), 3);
 }
+
+/// `check-config` validates and prints the effective configuration with secrets as ***; an
+/// invalid file exits non-zero naming the key.
+#[test]
+fn check_config_prints_the_effective_config_without_secrets() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        "[database]\nurl = \"postgres://outbox:${DB_PASSWORD}@db/outbox\"\n[destinations.billing]\nbase_url = \"https://billing.example\"\nheaders = { Authorization = \"Bearer ${TOKEN}\" }\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+        .args(["--config", file.path().to_str().unwrap(), "check-config"])
+        .env("DB_PASSWORD", "pw-123")
+        .env("TOKEN", "tok-456")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("[destinations.billing]") && text.contains("lease_ttl = \"15s\""),
+        "{text}"
+    );
+    assert!(
+        !text.contains("pw-123") && !text.contains("tok-456"),
+        "{text}"
+    );
+
+    let missing = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+        .args(["--config", file.path().to_str().unwrap(), "check-config"])
+        .env_remove("DB_PASSWORD")
+        .env("TOKEN", "tok-456")
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("database.url") && err.contains("DB_PASSWORD"),
+        "{err}"
+    );
+}
+
+/// Without a config file the dispatcher runs on the defaults and says so; SIGTERM stops it
+/// cleanly with exit 0.
+#[test]
+fn without_a_config_file_it_runs_on_the_defaults_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+        .current_dir(dir.path())
+        .env_remove("OUTBOX_CONFIG")
+        .env("OUTBOX_DISPATCHER_LISTEN", "")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !dir.path().join("outbox.db").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the default database was not created"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("no config file"), "{stderr}");
+    assert!(
+        stderr.contains("no destinations are configured"),
+        "{stderr}"
+    );
+}
+
+/// A second signal exits at once, without waiting for the grace period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once() {
+    let db = TestDb::sqlite().await;
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/v1/statements",
+        [Reply::status(200).after(Duration::from_secs(30))],
+    );
+    enqueue(&outbox, "slow", &["slow-1"]).await;
+    let mut dispatcher = Dispatcher::start(&db, &receiver, "100ms");
+    wait_until(
+        Duration::from_secs(30),
+        "the request is in flight",
+        || async { !receiver.received().is_empty() },
+    )
+    .await;
+    dispatcher.signal("-TERM");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        dispatcher.child.try_wait().unwrap().is_none(),
+        "the first signal waits for the attempt"
+    );
+    let second = std::time::Instant::now();
+    dispatcher.signal("-TERM");
+    let status = dispatcher.child.wait().unwrap();
+    assert!(
+        second.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        second.elapsed()
+    );
+    assert_eq!(status.code(), Some(130));
+}

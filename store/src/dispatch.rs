@@ -166,6 +166,26 @@ pub struct Completion {
     pub next: NextState,
 }
 
+/// Counts for the dispatcher's gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpStats {
+    /// Pending ops, due or not.
+    pub pending: i64,
+    /// Ops in flight.
+    pub in_flight: i64,
+    /// Milliseconds the oldest pending op has waited since it was enqueued.
+    pub oldest_pending_ms: Option<i64>,
+}
+
+/// The result of a claim.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// The ops claimed, in sequence order.
+    pub ops: Vec<ClaimedOp>,
+    /// Pending ops dropped first because their token was no longer the newest (G5).
+    pub superseded: u64,
+}
+
 /// `text` cut to at most `max` characters, at a character boundary.
 pub(crate) fn bounded(text: Option<&str>, max: usize) -> Option<String> {
     text.map(|t| match t.char_indices().nth(max) {

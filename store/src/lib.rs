@@ -20,7 +20,7 @@ mod sqlite;
 
 use std::time::Duration;
 
-pub use dispatch::{AttemptOutcome, ClaimedOp, Completion, NextState, Partition};
+pub use dispatch::{AttemptOutcome, Claimed, ClaimedOp, Completion, NextState, OpStats, Partition};
 pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
 pub use migrate::MigrationReport;
 pub use model::{
@@ -277,7 +277,7 @@ impl Store {
         partition: Partition,
         destinations: &[String],
         limit: u32,
-    ) -> Result<Vec<ClaimedOp>, Error> {
+    ) -> Result<Claimed, Error> {
         on_backend!(self, b => b.op_claim(lease, partition, destinations, limit).await)
     }
 
@@ -320,6 +320,11 @@ impl Store {
             BackendStore::Postgres(b) => Some(b.listen_for_enqueues(wake)),
             BackendStore::Sqlite(_) => None,
         }
+    }
+
+    /// Pending and in-flight counts and the oldest pending op's age, for gauges.
+    pub async fn op_stats(&self) -> Result<OpStats, Error> {
+        on_backend!(self, b => b.op_stats().await)
     }
 
     /// Milliseconds until the next pending op of `partition` for `destinations` is due (zero

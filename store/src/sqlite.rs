@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 
 use crate::StoreOptions;
 use crate::dispatch::{
-    ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, Partition, bounded, parse_headers,
+    Claimed, ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, OpStats, Partition,
+    bounded, parse_headers,
 };
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
@@ -48,6 +49,7 @@ const ATTEMPT_INSERT: &str = include_str!("../sql/sqlite/attempt_insert.sql");
 const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/sqlite/attempt_record_abandoned.sql");
 const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/sqlite/op_requeue_abandoned.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../sql/sqlite/op_release_claim.sql");
+const OP_STATS: &str = include_str!("../sql/sqlite/op_stats.sql");
 const OP_NEXT_DUE: &str = include_str!("../sql/sqlite/op_next_due.sql");
 const OP_PURGE_FINISHED: &str = include_str!("../sql/sqlite/op_purge_finished.sql");
 const OP_UNROUTED_LIST: &str = include_str!("../sql/sqlite/op_unrouted_list.sql");
@@ -304,19 +306,20 @@ impl SqliteStore {
         part: Partition,
         destinations: &[String],
         limit: u32,
-    ) -> Result<Vec<ClaimedOp>, Error> {
+    ) -> Result<Claimed, Error> {
         let destinations = json_list(destinations);
         let mut tx = self
             .pool
             .begin_with(BEGIN_IMMEDIATE)
             .await
             .map_err(map_err)?;
-        sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
+        let superseded = sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
             .bind(part.count())
             .bind(part.index())
             .execute(&mut *tx)
             .await
-            .map_err(map_err)?;
+            .map_err(map_err)?
+            .rows_affected();
         let rows = sqlx::query(OP_CLAIM_DUE)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid().hyphenated())
@@ -353,7 +356,10 @@ impl SqliteStore {
             })
             .collect::<Result<Vec<_>, Error>>()?;
         claimed.sort_by_key(|c| c.seq);
-        Ok(claimed)
+        Ok(Claimed {
+            ops: claimed,
+            superseded,
+        })
     }
 
     /// Records completions in one transaction (one commit, one fsync); each is checked on
@@ -410,6 +416,18 @@ impl SqliteStore {
             .await
             .map_err(map_err)?;
         Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn op_stats(&self) -> Result<OpStats, Error> {
+        let r = sqlx::query(OP_STATS)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(OpStats {
+            pending: r.get("pending"),
+            in_flight: r.get("in_flight"),
+            oldest_pending_ms: r.get("oldest_pending_ms"),
+        })
     }
 
     pub(crate) async fn op_next_due(
