@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use outbox_store::{Lease, Partition, ResourceName, Store};
+use outbox_store::{Lease, Partition, Renewal, ResourceName, Store};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -37,9 +37,7 @@ pub struct Leadership {
     /// The lease: owner id and token checked by every claim and completion.
     pub lease: Lease,
     trusted_until: watch::Receiver<Instant>,
-    lost: CancellationToken,
-    stop: CancellationToken,
-    renewer: tokio::task::JoinHandle<()>,
+    renewal: Renewal,
 }
 
 impl Leadership {
@@ -55,43 +53,35 @@ impl Leadership {
             return Ok(None);
         };
         let (trust, trusted_until) = watch::channel(sent + ttl - safety(ttl));
-        let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
-        let renewer = tokio::spawn(renew_loop(
-            store.clone(),
-            lease.clone(),
-            ttl,
-            trust,
-            lost.clone(),
-            stop.clone(),
-        ));
+        let renewal = Renewal::start(store.clone(), lease.clone(), ttl, move |_, sent| {
+            let _ = trust.send(sent + ttl - safety(ttl));
+        });
         Ok(Some(Leadership {
             partition,
             lease,
             trusted_until,
-            lost,
-            stop,
-            renewer,
+            renewal,
         }))
     }
 
     /// Cancelled once the lease can no longer be trusted: step down.
     pub fn lost(&self) -> &CancellationToken {
-        &self.lost
+        self.renewal.lost()
     }
 
     /// A handle to the trusted window for attempt tasks.
     pub fn trust(&self) -> Trust {
         Trust {
             until: self.trusted_until.clone(),
-            lost: self.lost.clone(),
+            lost: self.renewal.lost().clone(),
         }
     }
 
     /// Stops renewing and releases the lease, waiting at most two seconds for the database.
     pub async fn release(self, store: &Store) {
-        self.stop.cancel();
-        let _ = self.renewer.await;
-        if !self.lost.is_cancelled() {
+        let lost = self.renewal.lost().is_cancelled();
+        self.renewal.stop().await;
+        if !lost {
             match tokio::time::timeout(Duration::from_secs(2), store.lease_release(&self.lease))
                 .await
             {
@@ -106,8 +96,7 @@ impl Leadership {
 
     /// Stops renewing without releasing (the lease was lost, or expires by itself).
     pub async fn abandon(self) {
-        self.stop.cancel();
-        let _ = self.renewer.await;
+        self.renewal.stop().await;
     }
 }
 
@@ -140,43 +129,6 @@ impl Trust {
                 changed = self.until.changed() => if changed.is_err() { return false },
                 () = self.lost.cancelled() => return false,
                 () = give_up.cancelled() => return false,
-            }
-        }
-    }
-}
-
-async fn renew_loop(
-    store: Store,
-    lease: Lease,
-    ttl: Duration,
-    trust: watch::Sender<Instant>,
-    lost: CancellationToken,
-    stop: CancellationToken,
-) {
-    let period = ttl / 3;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-        let sent = Instant::now();
-        let renewed = tokio::select! {
-            () = stop.cancelled() => return,
-            r = tokio::time::timeout(period, store.lease_renew(&lease, ttl)) => r,
-        };
-        match renewed {
-            Ok(Ok(Some(_))) => {
-                let _ = trust.send(sent + ttl - safety(ttl));
-            }
-            outcome => {
-                let why = match outcome {
-                    Ok(Ok(_)) => "renewal refused: the lease was taken or expired".to_owned(),
-                    Ok(Err(e)) => format!("renewal failed: {e}"),
-                    Err(_) => "renewal timed out".to_owned(),
-                };
-                tracing::warn!(resource = %lease.resource, token = %lease.token, "stepping down: {why}");
-                lost.cancel();
-                return;
             }
         }
     }

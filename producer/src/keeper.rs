@@ -12,8 +12,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_store::Lease;
-use tokio::task::JoinHandle;
+use outbox_store::{Lease, Renewal};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Error, Outbox};
@@ -25,30 +24,24 @@ use crate::{Error, Outbox};
 pub struct LeaseKeeper {
     outbox: Outbox,
     current: Arc<Mutex<Lease>>,
+    renewal: Option<Renewal>,
     lost: CancellationToken,
-    stop: CancellationToken,
-    task: Option<JoinHandle<()>>,
 }
 
 impl LeaseKeeper {
     /// Starts renewing `lease` to `ttl` every `ttl / 3`. Must be called inside a Tokio runtime.
     pub fn start(outbox: &Outbox, lease: Lease, ttl: Duration) -> LeaseKeeper {
-        let current = Arc::new(Mutex::new(lease));
-        let lost = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(renew_loop(
-            outbox.clone(),
-            current.clone(),
-            ttl,
-            lost.clone(),
-            stop.clone(),
-        ));
+        let current = Arc::new(Mutex::new(lease.clone()));
+        let latest = current.clone();
+        let renewal = Renewal::start(outbox.store().clone(), lease, ttl, move |renewed, _sent| {
+            *latest.lock().expect("lease mutex") = renewed;
+        });
+        let lost = renewal.lost().clone();
         LeaseKeeper {
             outbox: outbox.clone(),
             current,
+            renewal: Some(renewal),
             lost,
-            stop,
-            task: Some(task),
         }
     }
 
@@ -69,10 +62,8 @@ impl LeaseKeeper {
 
     /// Stops renewing and releases the lease; `false` when it was already lost.
     pub async fn release(mut self) -> Result<bool, Error> {
-        self.stop.cancel();
-        if let Some(task) = self.task.take() {
-            // The loop only returns; a panic inside it would be a bug worth surfacing.
-            task.await.expect("lease keeper task");
+        if let Some(renewal) = self.renewal.take() {
+            renewal.stop().await;
         }
         let lease = self.lease();
         self.outbox.release(&lease).await
@@ -81,45 +72,8 @@ impl LeaseKeeper {
 
 impl Drop for LeaseKeeper {
     fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn renew_loop(
-    outbox: Outbox,
-    current: Arc<Mutex<Lease>>,
-    ttl: Duration,
-    lost: CancellationToken,
-    stop: CancellationToken,
-) {
-    let period = ttl / 3;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-        let lease = current.lock().expect("lease mutex").clone();
-        let outcome = tokio::select! {
-            () = stop.cancelled() => return,
-            r = tokio::time::timeout(period, outbox.renew(&lease, ttl)) => r,
-        };
-        match outcome {
-            Ok(Ok(Some(renewed))) => *current.lock().expect("lease mutex") = renewed,
-            Ok(Ok(None)) => {
-                tracing::warn!(resource = %lease.resource, token = %lease.token, "lease lost: renewal refused");
-                lost.cancel();
-                return;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(resource = %lease.resource, token = %lease.token, error = %e, "lease renewal failed");
-                lost.cancel();
-                return;
-            }
-            Err(_) => {
-                tracing::warn!(resource = %lease.resource, token = %lease.token, "lease renewal took longer than ttl/3");
-                lost.cancel();
-                return;
-            }
+        if let Some(renewal) = &self.renewal {
+            renewal.stop_soon();
         }
     }
 }

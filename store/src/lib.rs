@@ -16,6 +16,7 @@ pub mod migrate;
 pub mod model;
 pub mod op;
 mod postgres;
+pub mod renewal;
 mod sqlite;
 
 use std::time::Duration;
@@ -30,6 +31,7 @@ pub use model::{
 pub use op::{
     EnqueueResult, Enqueued, Method, NewOp, OpState, Refusal, RejectReason, Rejection, RejectionRow,
 };
+pub use renewal::Renewal;
 
 use postgres::PgStore;
 use sqlite::SqliteStore;

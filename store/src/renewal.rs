@@ -1,0 +1,94 @@
+//! Keeping a lease alive in the background: renew every third of its TTL, report each success
+//! with the instant the renewal was *sent* (the database set the new expiry from a later
+//! instant, so `sent + ttl` is a safe local bound), and cancel `lost` at the first renewal that
+//! is refused, fails, or takes longer than a third of the TTL. Shared by the producer's
+//! `LeaseKeeper` and the dispatcher's partition leadership.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Lease, Store};
+
+/// A running renewal task.
+#[derive(Debug)]
+pub struct Renewal {
+    lost: CancellationToken,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Renewal {
+    /// Starts renewing `lease` to `ttl` every `ttl / 3`; `renewed` is called after each
+    /// success with the renewed lease and when its renewal was sent. Needs a Tokio runtime.
+    pub fn start(
+        store: Store,
+        lease: Lease,
+        ttl: Duration,
+        renewed: impl Fn(Lease, Instant) + Send + 'static,
+    ) -> Renewal {
+        let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
+        let task = tokio::spawn(renew_loop(
+            store,
+            lease,
+            ttl,
+            renewed,
+            lost.clone(),
+            stop.clone(),
+        ));
+        Renewal { lost, stop, task }
+    }
+
+    /// Cancelled at the first renewal that is refused, fails or is too slow.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Stops renewing and waits for the task to end.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+
+    /// Stops renewing without waiting (for `Drop` implementations).
+    pub fn stop_soon(&self) {
+        self.stop.cancel();
+    }
+}
+
+async fn renew_loop(
+    store: Store,
+    lease: Lease,
+    ttl: Duration,
+    renewed: impl Fn(Lease, Instant),
+    lost: CancellationToken,
+    stop: CancellationToken,
+) {
+    let period = ttl / 3;
+    let mut current = lease;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let sent = Instant::now();
+        let outcome = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(period, store.lease_renew(&current, ttl)) => r,
+        };
+        let why = match outcome {
+            Ok(Ok(Some(lease))) => {
+                current = lease.clone();
+                renewed(lease, sent);
+                continue;
+            }
+            Ok(Ok(None)) => "renewal refused: the lease expired or was taken over".to_owned(),
+            Ok(Err(e)) => format!("renewal failed: {e}"),
+            Err(_) => "renewal took longer than a third of the lease".to_owned(),
+        };
+        tracing::warn!(resource = %current.resource, token = %current.token, "lease lost: {why}");
+        lost.cancel();
+        return;
+    }
+}
