@@ -58,8 +58,9 @@ pub(crate) struct Shared {
     routes: HashMap<String, Route>,
     names: Vec<String>,
     global: Arc<Semaphore>,
-    /// Woken by enqueue notifications and by finished attempts (a slot freed up).
-    pub(crate) wake: Arc<Notify>,
+    /// One per partition loop, woken by enqueue notifications and by finished attempts (a
+    /// slot freed up). Each keeps a permit when nobody waits, so no wake-up is lost.
+    wakes: Vec<Notify>,
     pub(crate) ready: Arc<AtomicBool>,
     /// Destinations that hit their rate limit, and until when to leave them out of claims.
     throttled: Mutex<HashMap<String, Instant>>,
@@ -92,14 +93,23 @@ impl Shared {
         let global = Arc::new(Semaphore::new(config.dispatcher.max_in_flight));
         Ok(Shared {
             store,
-            config,
             routes,
             names,
             global,
-            wake: Arc::new(Notify::new()),
+            wakes: (0..config.dispatcher.partitions)
+                .map(|_| Notify::new())
+                .collect(),
             ready,
             throttled: Mutex::default(),
+            config,
         })
+    }
+
+    /// Wakes every partition loop (they look for work at once).
+    pub(crate) fn wake_all(&self) {
+        for wake in &self.wakes {
+            wake.notify_one();
+        }
     }
 
     pub(crate) fn destination_names(&self) -> &[String] {
@@ -244,7 +254,7 @@ async fn drain(
             .available_permits()
             .min(shared.config.dispatcher.claim_batch as usize);
         if open.is_empty() || room == 0 {
-            idle(shared, stop, poll).await;
+            idle(shared, partition, stop, poll).await;
             continue;
         }
         // Everything claimed must be able to finish inside the trusted window.
@@ -270,7 +280,7 @@ async fn drain(
             }
             Err(e) => {
                 shared.db_failed("claim", &e);
-                idle(shared, stop, poll).await;
+                idle(shared, partition, stop, poll).await;
                 continue;
             }
         };
@@ -287,16 +297,16 @@ async fn drain(
                     poll
                 }
             };
-            idle(shared, stop, due.min(poll)).await;
+            idle(shared, partition, stop, due.min(poll)).await;
         }
     }
 }
 
-/// Waits for a wake-up, at most `at_most`.
-async fn idle(shared: &Shared, stop: &CancellationToken, at_most: Duration) {
+/// Waits for a wake-up of `partition`'s loop, at most `at_most`.
+async fn idle(shared: &Shared, partition: Partition, stop: &CancellationToken, at_most: Duration) {
     tokio::select! {
         () = stop.cancelled() => {}
-        () = shared.wake.notified() => {}
+        () = shared.wakes[partition.index() as usize].notified() => {}
         () = tokio::time::sleep(at_most) => {}
     }
 }
@@ -411,7 +421,7 @@ async fn attempt(
             }
         }
     }
-    shared.wake.notify_one();
+    shared.wake_all();
 }
 
 /// A completion waiting to be written, and where to say whether it was applied.

@@ -80,7 +80,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         tracing::warn!("no destinations are configured: ops stay pending until one is");
     }
     let shared = Arc::new(drain::Shared::new(store.clone(), config.clone(), ready)?);
-    let listener = store.listen_for_enqueues(shared.wake.clone());
+    // PostgreSQL notifications arrive on one Notify; forward each to every partition loop.
+    let notified = Arc::new(tokio::sync::Notify::new());
+    let listener = store.listen_for_enqueues(notified.clone()).map(|listener| {
+        let shared = shared.clone();
+        let forward = tokio::spawn(async move {
+            loop {
+                notified.notified().await;
+                shared.wake_all();
+            }
+        });
+        (listener, forward)
+    });
     let mut loops = tokio::task::JoinSet::new();
     for index in 0..config.dispatcher.partitions {
         let partition = Partition::new(index, config.dispatcher.partitions)
@@ -93,8 +104,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     }
     loops.spawn(housekeeping(shared.clone(), shutdown.clone()));
     while loops.join_next().await.is_some() {}
-    if let Some(l) = listener {
-        l.abort();
+    if let Some((listener, forward)) = listener {
+        listener.abort();
+        forward.abort();
     }
     store.close().await;
     tracing::info!("dispatcher stopped");

@@ -197,6 +197,11 @@ async fn retries_503_twice_then_delivers_with_the_same_key(db: TestDb) {
             (Some("delivered"), Some(200))
         ]
     );
+    assert_eq!(
+        attempts[1].excerpt.as_deref(),
+        Some("busy"),
+        "the answer's body is kept as an excerpt"
+    );
     assert_eq!(db.ops().await[0].attempts, 3);
 }
 

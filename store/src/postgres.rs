@@ -282,9 +282,7 @@ impl PgStore {
         destinations: &[String],
         limit: u32,
     ) -> Result<Claimed, Error> {
-        let superseded = sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
-            .bind(part.count() as i32)
-            .bind(part.index() as i32)
+        let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
             .execute(&self.pool)
             .await
             .map_err(map_err)?

@@ -313,9 +313,7 @@ impl SqliteStore {
             .begin_with(BEGIN_IMMEDIATE)
             .await
             .map_err(map_err)?;
-        let superseded = sqlx::query(OP_SUPERSEDE_STALE_GENERATION)
-            .bind(part.count())
-            .bind(part.index())
+        let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
             .execute(&mut *tx)
             .await
             .map_err(map_err)?

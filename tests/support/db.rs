@@ -262,10 +262,10 @@ impl TestDb {
     pub async fn attempts(&self) -> Vec<AttemptRow> {
         let sql = match self.kind {
             Kind::Sqlite => {
-                "SELECT op_id AS op_text, attempt, dispatcher_fence, outcome, http_status, error FROM outbox_attempts ORDER BY id"
+                "SELECT op_id AS op_text, attempt, dispatcher_fence, outcome, http_status, error, response_excerpt FROM outbox_attempts ORDER BY id"
             }
             Kind::Postgres => {
-                "SELECT op_id::text AS op_text, attempt, dispatcher_fence, outcome, http_status, error FROM outbox_attempts ORDER BY id"
+                "SELECT op_id::text AS op_text, attempt, dispatcher_fence, outcome, http_status, error, response_excerpt FROM outbox_attempts ORDER BY id"
             }
         };
         with_conn!(self, c => {
@@ -278,6 +278,7 @@ impl TestDb {
                     outcome: r.get("outcome"),
                     http_status: r.get("http_status"),
                     error: r.get("error"),
+                    excerpt: r.get("response_excerpt"),
                 })
                 .collect()
         })
@@ -335,6 +336,8 @@ pub struct AttemptRow {
     pub http_status: Option<i32>,
     /// What went wrong.
     pub error: Option<String>,
+    /// The start of the answer's body.
+    pub excerpt: Option<String>,
 }
 
 /// An op row as tests see it.
