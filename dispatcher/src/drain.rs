@@ -177,17 +177,29 @@ pub(crate) async fn serve_partition(
 async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &CancellationToken) {
     let lease = leadership.lease.clone();
     let partition = leadership.partition;
-    match shared.store.op_requeue_abandoned(&lease, partition).await {
-        Ok(0) => {}
-        Ok(n) => {
-            metrics::counter!(m::REQUEUED).increment(n);
-            tracing::warn!(
-                partition = partition.index(),
-                requeued = n,
-                "re-queued ops an older dispatcher left in flight (they may have been sent)"
-            );
+    // Nothing is claimed before what older tokens left in flight is back in the queue.
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match shared.store.op_requeue_abandoned(&lease, partition).await {
+            Ok(n) => {
+                if n > 0 {
+                    metrics::counter!(m::REQUEUED).increment(n);
+                    tracing::warn!(
+                        partition = partition.index(),
+                        requeued = n,
+                        "re-queued ops an older dispatcher left in flight (they may have been sent)"
+                    );
+                }
+                break;
+            }
+            Err(e) => shared.db_failed("requeue abandoned ops", &e),
         }
-        Err(e) => shared.db_failed("requeue abandoned ops", &e),
+        tokio::select! {
+            () = leadership.lost().cancelled() => return leadership.abandon().await,
+            () = shutdown.cancelled() => return leadership.release(&shared.store).await,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
     let attempts = TaskTracker::new();
     let (recorder, completions) = mpsc::channel(RECORDER_QUEUE);
