@@ -238,6 +238,8 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
                 "shutdown grace ran out with attempts in flight; the next leader re-queues them"
             );
         }
+        // Nobody will listen until the next leader asks: spare producers the notifications.
+        set_listening(shared, partition, false).await;
         leadership.release(&shared.store).await;
     } else {
         tracing::warn!(
@@ -259,6 +261,7 @@ async fn drain(
     recorder: &Recorder,
 ) {
     let poll = shared.config.dispatcher.poll_interval;
+    let mut listening = false;
     while !stop.is_cancelled() {
         let open = shared.open_destinations();
         let room = shared
@@ -300,6 +303,14 @@ async fn drain(
         for op in claimed {
             start(shared, lease, op, trust.clone(), attempts, recorder).await;
         }
+        // Busy (a full batch): claim again at once, and spare producers the notifications.
+        // About to idle: ask for notifications first, then look once more before sleeping, so
+        // an enqueue that committed before the request was visible is not missed.
+        let want = !full;
+        if listening != want && set_listening(shared, partition, want).await {
+            listening = want;
+            continue;
+        }
         if !full {
             let due = match shared.store.op_next_due(partition, &open).await {
                 Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
@@ -310,6 +321,17 @@ async fn drain(
                 }
             };
             idle(shared, partition, stop, due.min(poll)).await;
+        }
+    }
+}
+
+/// Records whether this partition's loop wants notifications; false when that failed.
+async fn set_listening(shared: &Shared, partition: Partition, listening: bool) -> bool {
+    match shared.store.wakeup_set(partition, listening).await {
+        Ok(()) => true,
+        Err(e) => {
+            shared.db_failed("set wake-up", &e);
+            false
         }
     }
 }

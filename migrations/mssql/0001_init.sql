@@ -134,3 +134,10 @@ CREATE TABLE dbo.outbox_admin_log (
     details   nvarchar(max)     NOT NULL CONSTRAINT DF_outbox_admin_log_details DEFAULT (N'{}'),
     CONSTRAINT CK_outbox_admin_log_action CHECK (action IN ('replay', 'cancel', 'purge'))
 );
+
+-- Whether any dispatcher partition is idle and waiting to be woken (kept for operators).
+CREATE TABLE dbo.outbox_wakeups (
+    partition   int               NOT NULL CONSTRAINT PK_outbox_wakeups PRIMARY KEY,
+    listening   bit               NOT NULL CONSTRAINT DF_outbox_wakeups_listening DEFAULT (0),
+    changed_at  datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_wakeups_changed DEFAULT (SYSUTCDATETIME())
+);

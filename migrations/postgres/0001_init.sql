@@ -147,3 +147,12 @@ CREATE TABLE outbox_admin_log (
     details   jsonb       NOT NULL DEFAULT '{}',
     CONSTRAINT outbox_admin_log_action CHECK (action IN ('replay', 'cancel', 'purge'))
 );
+
+-- Whether any dispatcher partition is idle and waiting for a notification. An enqueue sends
+-- pg_notify only then: NOTIFY serialises the commits of the transactions that use it, so a busy
+-- dispatcher (which claims without waiting) turns notifications off.
+CREATE TABLE outbox_wakeups (
+    partition   integer     PRIMARY KEY,
+    listening   boolean     NOT NULL DEFAULT false,
+    changed_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);

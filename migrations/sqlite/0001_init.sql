@@ -139,3 +139,11 @@ CREATE TABLE outbox_admin_log (
     details   TEXT    NOT NULL DEFAULT '{}',
     CONSTRAINT outbox_admin_log_action CHECK (action IN ('replay', 'cancel', 'purge'))
 ) STRICT;
+
+-- Whether any dispatcher partition is idle and waiting for a notification (PostgreSQL sends
+-- pg_notify only then; SQLite dispatchers poll, and keep the row only for operators to read).
+CREATE TABLE outbox_wakeups (
+    partition   INTEGER NOT NULL PRIMARY KEY,
+    listening   INTEGER NOT NULL DEFAULT 0,
+    changed_at  TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+) STRICT;

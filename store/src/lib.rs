@@ -329,6 +329,13 @@ impl Store {
         on_backend!(self, b => b.op_stats().await)
     }
 
+    /// Says whether `partition`'s dispatcher is idle and wants enqueues to notify it
+    /// (PostgreSQL); a busy dispatcher turns this off, sparing producers NOTIFY's serialised
+    /// commits.
+    pub async fn wakeup_set(&self, partition: Partition, listening: bool) -> Result<(), Error> {
+        on_backend!(self, b => b.wakeup_set(partition, listening).await)
+    }
+
     /// Milliseconds until the next pending op of `partition` for `destinations` is due (zero
     /// or less: now); `None` when there is none.
     pub async fn op_next_due(

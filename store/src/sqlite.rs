@@ -50,6 +50,7 @@ const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/sqlite/attempt_recor
 const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/sqlite/op_requeue_abandoned.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../sql/sqlite/op_release_claim.sql");
 const OP_STATS: &str = include_str!("../sql/sqlite/op_stats.sql");
+const WAKEUP_SET: &str = include_str!("../sql/sqlite/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../sql/sqlite/op_next_due.sql");
 const OP_PURGE_FINISHED: &str = include_str!("../sql/sqlite/op_purge_finished.sql");
 const OP_UNROUTED_LIST: &str = include_str!("../sql/sqlite/op_unrouted_list.sql");
@@ -426,6 +427,16 @@ impl SqliteStore {
             in_flight: r.get("in_flight"),
             oldest_pending_ms: r.get("oldest_pending_ms"),
         })
+    }
+
+    pub(crate) async fn wakeup_set(&self, part: Partition, listening: bool) -> Result<(), Error> {
+        sqlx::query(WAKEUP_SET)
+            .bind(part.index() as i32)
+            .bind(listening)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
     }
 
     pub(crate) async fn op_next_due(

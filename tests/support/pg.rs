@@ -52,11 +52,23 @@ pub struct Cluster {
     dir: PathBuf,
     port: u16,
     as_postgres_user: bool,
+    durable: bool,
 }
 
 impl Cluster {
-    /// Creates and starts a new cluster, and a watcher that removes it when this process ends.
+    /// Creates and starts a new cluster for tests (no fsync: nothing here must survive a power
+    /// cut), and a watcher that removes it when this process ends.
     pub fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    /// As [`Cluster::start`], with PostgreSQL's default durability (fsync, synchronous commit,
+    /// full-page writes), for benchmarks.
+    pub fn start_durable() -> Result<Cluster, String> {
+        Cluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<Cluster, String> {
         let bin = bin_dir().ok_or_else(|| HOW_TO_GET_POSTGRES.to_owned())?;
         let as_postgres_user = running_as_root();
         let dir = tempfile::Builder::new()
@@ -69,6 +81,7 @@ impl Cluster {
             dir,
             port: 0,
             as_postgres_user,
+            durable,
         };
         if as_postgres_user {
             cluster.run("chown", &["postgres:postgres", cluster.dir_str()], false)?;
@@ -122,10 +135,14 @@ impl Cluster {
     fn pg_ctl_start(&self) -> Result<(), String> {
         let data = self.data_dir();
         let log = format!("{}/server.log", self.dir_str());
+        let speed = if self.durable {
+            "-c shared_buffers=128MB"
+        } else {
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+        };
         let options = format!(
             "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=400 -c shared_buffers=64MB",
+             -c max_connections=400 {speed}",
             self.port,
             self.dir_str()
         );

@@ -1,6 +1,7 @@
 -- The fenced enqueue, in one statement: share-lock the lease row (see lease_check.sql), insert
 -- the op only if this owner and token hold an unexpired lease (G4), skip it if the
--- (destination, idempotency key) exists (G7), and notify listening dispatchers on commit.
+-- (destination, idempotency key) exists (G7), and notify dispatchers on commit when one is idle
+-- and listening (outbox_wakeups): NOTIFY serialises commits, so it is skipped while they are busy.
 -- Parameters: $1 resource, $2 owner id, $3 token, $4 op id, $5 destination,
 -- $6 idempotency key, $7 request hash, $8 order key, $9 partition, $10 method, $11 path,
 -- $12 headers (JSON text), $13 content type, $14 body, $15 expire_with_generation,
@@ -24,7 +25,9 @@ WITH lease AS (
     ON CONFLICT (destination, idempotency_key) DO NOTHING
     RETURNING id, partition
 ), notified AS (
-    SELECT pg_notify('outbox_ops', partition::text) FROM inserted
+    SELECT pg_notify('outbox_ops', partition::text)
+    FROM inserted
+    WHERE EXISTS (SELECT 1 FROM outbox_wakeups WHERE listening)
 )
 SELECT lease.owner_id, lease.fence, lease.live,
        (SELECT id FROM inserted) AS id,

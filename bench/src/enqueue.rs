@@ -1,0 +1,276 @@
+//! `enqueue` and `enqueue-batch`: the fenced enqueue against the same rows inserted with a
+//! plain `INSERT` (no lease check), same pool size, same durability settings.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use outbox_producer::{Lease, Operation, Outbox};
+use outbox_store::op::partition_slot;
+use outbox_store::{OrderKey, ResourceName};
+
+use crate::report::{Row, median, spread};
+use crate::target::{Db, Plain, Target, store};
+
+const RESOURCES: usize = 64;
+const BATCH: usize = 100;
+
+const PLAIN_PG: &str = include_str!("../sql/postgres/op_insert_plain.sql");
+const PLAIN_SQLITE: &str = include_str!("../sql/sqlite/op_insert_plain.sql");
+const PLAIN_BATCH_PG: &str = include_str!("../sql/postgres/op_insert_plain_batch.sql");
+const PLAIN_BATCH_SQLITE: &str = include_str!("../sql/sqlite/op_insert_plain_batch.sql");
+
+/// One op of the workload: a statement POST, about 100 bytes of JSON.
+fn op(key: &str) -> Operation {
+    Operation::post("statements", "/v1/statements")
+        .header("X-Request-Source", "bench")
+        .json(&serde_json::json!({"account": 1842, "month": "2026-07", "closing_balance_cents": 125000, "key": key}))
+        .idempotency_key(key)
+        .build()
+        .expect("valid op")
+}
+
+async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
+    let mut leases = Vec::with_capacity(RESOURCES);
+    for r in 0..RESOURCES {
+        let lease = outbox
+            .try_acquire(&format!("bench:{r}"), Duration::from_secs(300))
+            .await?;
+        leases.push(lease.ok_or_else(|| anyhow::anyhow!("bench resource busy"))?);
+    }
+    Ok(leases)
+}
+
+/// Runs `producers` tasks of `per_producer` fenced enqueues each; ops/s.
+async fn fenced(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f64> {
+    let outbox = Outbox::from_store(store(db, producers).await?);
+    let leases = Arc::new(leases(&outbox).await?);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in 0..producers as usize {
+        let (outbox, leases) = (outbox.clone(), leases.clone());
+        tasks.spawn(async move {
+            for i in 0..per_producer {
+                let lease = &leases[(p + i * 7) % RESOURCES];
+                outbox.enqueue(lease, &op(&format!("f-{p}-{i}"))).await?;
+            }
+            Ok::<_, outbox_producer::Error>(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let rate = (producers as usize * per_producer) as f64 / started.elapsed().as_secs_f64();
+    outbox.store().close().await;
+    Ok(rate)
+}
+
+/// The same rows with a plain INSERT each; ops/s.
+async fn plain(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f64> {
+    let pool = Plain::connect(db, producers).await?;
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in 0..producers as usize {
+        let pool = pool.clone();
+        tasks.spawn(async move {
+            for i in 0..per_producer {
+                insert_plain(&pool, (p + i * 7) % RESOURCES, &format!("p-{p}-{i}")).await?;
+            }
+            Ok::<_, sqlx::Error>(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok((producers as usize * per_producer) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Inserts the row `op(key)` would make, for resource `r`, with no fence check.
+async fn insert_plain(pool: &Plain, r: usize, key: &str) -> Result<(), sqlx::Error> {
+    let o = op(key);
+    let resource = format!("bench:{r}");
+    let order = OrderKey::from(&ResourceName::new(resource.as_str()).expect("name"));
+    let op_id = uuid::Uuid::now_v7();
+    let slot = partition_slot(Some(&order), op_id);
+    macro_rules! bind {
+        ($q:expr, $owner:expr, $op_id:expr) => {
+            $q.bind(resource.as_str())
+                .bind($owner)
+                .bind(1_i64)
+                .bind($op_id)
+                .bind("statements")
+                .bind(key)
+                .bind(&o.request_hash()[..])
+                .bind(resource.as_str())
+                .bind(slot)
+                .bind("POST")
+                .bind("/v1/statements")
+                .bind(r#"[["X-Request-Source","bench"]]"#)
+                .bind("application/json")
+                .bind(o.body())
+        };
+    }
+    match pool {
+        Plain::Postgres(p) => {
+            bind!(sqlx::query(PLAIN_PG), uuid::Uuid::nil(), op_id)
+                .execute(p)
+                .await?;
+        }
+        Plain::Sqlite(p) => {
+            bind!(
+                sqlx::query(PLAIN_SQLITE),
+                uuid::Uuid::nil().hyphenated(),
+                op_id.hyphenated()
+            )
+            .execute(p)
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// `enqueue`: 1, 4 and 16 producers over 64 resources.
+pub(crate) async fn enqueue(target: &Target, runs: usize, quick: bool) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for producers in [1u32, 4, 16] {
+        let per_producer = if quick {
+            200
+        } else {
+            (24_000 / producers as usize).max(1_500)
+        };
+        let (mut ours, mut base) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            // Fresh databases, alternating order, so neither side inherits the other's bloat.
+            let db = target.fresh().await?;
+            base.push(plain(&db, producers, per_producer).await?);
+            let db = target.fresh().await?;
+            ours.push(fenced(&db, producers, per_producer).await?);
+        }
+        rows.push(row(
+            "enqueue",
+            target,
+            Some(producers),
+            format!("{per_producer} ops/producer"),
+            &ours,
+            &base,
+            "plain INSERT",
+        ));
+    }
+    Ok(rows)
+}
+
+/// `enqueue-batch`: batches of 100 ops in one transaction against a plain 100-row insert.
+pub(crate) async fn enqueue_batch(
+    target: &Target,
+    runs: usize,
+    quick: bool,
+) -> anyhow::Result<Vec<Row>> {
+    let batches = if quick { 20 } else { 300 };
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let db = target.fresh().await?;
+        base.push(plain_batches(&db, batches).await?);
+        let db = target.fresh().await?;
+        let outbox = Outbox::from_store(store(&db, 2).await?);
+        let leases = leases(&outbox).await?;
+        let started = Instant::now();
+        for b in 0..batches {
+            let ops: Vec<Operation> = (0..BATCH).map(|i| op(&format!("b-{b}-{i}"))).collect();
+            outbox.enqueue_batch(&leases[b % RESOURCES], &ops).await?;
+        }
+        ours.push((batches * BATCH) as f64 / started.elapsed().as_secs_f64());
+        outbox.store().close().await;
+    }
+    Ok(vec![row(
+        "enqueue-batch",
+        target,
+        Some(1),
+        format!("{batches} batches of {BATCH}"),
+        &ours,
+        &base,
+        "plain 100-row INSERT",
+    )])
+}
+
+/// Plain batches: 100 rows in one INSERT statement each (autocommit).
+async fn plain_batches(db: &Db, batches: usize) -> anyhow::Result<f64> {
+    let pool = Plain::connect(db, 2).await?;
+    let started = Instant::now();
+    for b in 0..batches {
+        let resource = format!("bench:{}", b % RESOURCES);
+        let order = OrderKey::from(&ResourceName::new(resource.as_str())?);
+        let ops: Vec<(uuid::Uuid, String, Operation)> = (0..BATCH)
+            .map(|i| {
+                let key = format!("pb-{b}-{i}");
+                (uuid::Uuid::now_v7(), key.clone(), op(&key))
+            })
+            .collect();
+        let slots: Vec<i32> = ops
+            .iter()
+            .map(|(id, _, _)| partition_slot(Some(&order), *id))
+            .collect();
+        match &pool {
+            Plain::Postgres(p) => {
+                sqlx::query(PLAIN_BATCH_PG)
+                    .bind(&resource)
+                    .bind(uuid::Uuid::nil())
+                    .bind(1_i64)
+                    .bind(ops.iter().map(|o| o.0).collect::<Vec<_>>())
+                    .bind(ops.iter().map(|o| o.1.clone()).collect::<Vec<_>>())
+                    .bind(
+                        ops.iter()
+                            .map(|o| o.2.request_hash().to_vec())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(&slots)
+                    .bind(ops.iter().map(|o| o.2.body().to_vec()).collect::<Vec<_>>())
+                    .execute(p)
+                    .await?;
+            }
+            Plain::Sqlite(p) => {
+                let rows: Vec<serde_json::Value> = ops
+                    .iter()
+                    .zip(&slots)
+                    .map(|((id, key, o), slot)| {
+                        serde_json::json!({"op_id": id.to_string(), "key": key, "hash": hex(&o.request_hash()), "partition": slot, "body": hex(o.body())})
+                    })
+                    .collect();
+                sqlx::query(PLAIN_BATCH_SQLITE)
+                    .bind(&resource)
+                    .bind(uuid::Uuid::nil().hyphenated())
+                    .bind(1_i64)
+                    .bind(serde_json::Value::Array(rows).to_string())
+                    .execute(p)
+                    .await?;
+            }
+        }
+    }
+    Ok((batches * BATCH) as f64 / started.elapsed().as_secs_f64())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn row(
+    scenario: &str,
+    target: &Target,
+    producers: Option<u32>,
+    setting: String,
+    ours: &[f64],
+    base: &[f64],
+    baseline: &str,
+) -> Row {
+    let (o, b) = (median(ours), median(base));
+    Row {
+        scenario: scenario.to_owned(),
+        backend: target.backend().name().to_owned(),
+        producers,
+        setting,
+        ops_per_s: o,
+        spread: spread(ours),
+        baseline_ops_per_s: b,
+        baseline: baseline.to_owned(),
+        ratio: o / b,
+        extra: Vec::new(),
+    }
+}
