@@ -32,6 +32,10 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, asserts no speed)"
+cargo build --locked -p outbox-bench -p outbox-dispatcher
+target/debug/outbox-bench all --quick
+
 extra=()
 if [ -n "${OUTBOX_MSSQL_URL:-}" ]; then
     echo "== SQL Server tests included (OUTBOX_MSSQL_URL is set)"

@@ -1,10 +1,21 @@
-//! `dispatch`, `latency` and `backlog`: the real dispatcher (a child process running the
-//! `outbox-dispatcher` binary next to this one) delivering to a minimal 204 server in another
-//! child process, against the claim+complete SQL loop without HTTP and against the server's
-//! own request rate; enqueue-to-receipt latency; claim cost as the backlog grows.
+//! `dispatch`, `latency` and `backlog`: the real dispatcher (the `outbox-dispatcher` binary next
+//! to this one, in its own process) delivering to a minimal 204 server (this binary's hidden
+//! `serve-204`, in another process), against the claim+complete SQL loop without HTTP and against
+//! the server's own request rate; enqueue-to-receipt latency at a fixed offered rate; and the
+//! claim's cost as the backlog grows.
 
-use crate::report::Row;
-use crate::target::Target;
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use outbox_producer::{Operation, Outbox};
+use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceName, Store};
+
+use crate::enqueue::insert_plain_batch;
+use crate::report::{Row, median, spread};
+use crate::target::{Db, Plain, Target, store};
 
 /// The destination process: 204 to everything.
 pub(crate) async fn serve_204(port: u16) -> anyhow::Result<()> {
@@ -14,29 +25,392 @@ pub(crate) async fn serve_204(port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Not built yet.
+/// A child process, killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    /// Peak resident memory (VmHWM) in MiB, from /proc.
+    fn peak_rss_mib(&self) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(0.0)
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn wait_for_port(port: u16) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(Instant::now() < deadline, "nothing listens on {port}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Starts the 204 destination process; returns it and its base URL.
+async fn destination() -> anyhow::Result<(Process, String)> {
+    let port = free_port()?;
+    let child = Command::new(std::env::current_exe()?)
+        .args(["serve-204", "--port", &port.to_string()])
+        .stdin(Stdio::null())
+        .spawn()
+        .context("start the 204 destination")?;
+    let process = Process(child);
+    wait_for_port(port).await?;
+    Ok((process, format!("http://127.0.0.1:{port}")))
+}
+
+/// Starts the dispatcher binary on `db`, delivering `statements` ops to `base_url`.
+fn dispatcher(
+    db: &Db,
+    base_url: &str,
+    poll: &str,
+    config_dir: &tempfile::TempDir,
+) -> anyhow::Result<Process> {
+    let exe = std::env::current_exe()?.with_file_name("outbox-dispatcher");
+    anyhow::ensure!(
+        exe.exists(),
+        "{} is missing: build it with `cargo build --release -p outbox-dispatcher`",
+        exe.display()
+    );
+    let path = config_dir.path().join("dispatcher.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = {poll:?}\n\
+             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\nmax_in_flight = 128\n",
+            db.url
+        ),
+    )?;
+    let child = Command::new(exe)
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()?;
+    Ok(Process(child))
+}
+
+/// Counts ops in `state`.
+async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
+    Ok(match pool {
+        Plain::Postgres(p) => {
+            sqlx::query_scalar("SELECT count(*) FROM outbox_ops WHERE state = $1")
+                .bind(state)
+                .fetch_one(p)
+                .await?
+        }
+        Plain::Sqlite(p) => {
+            sqlx::query_scalar("SELECT count(*) FROM outbox_ops WHERE state = ?1")
+                .bind(state)
+                .fetch_one(p)
+                .await?
+        }
+    })
+}
+
+/// Fills `db` with `n` unordered pending ops, 1,000 per statement.
+async fn fill(db: &Db, n: usize) -> anyhow::Result<()> {
+    let pool = Plain::connect(db, 2).await?;
+    let mut done = 0;
+    let mut b = 0;
+    while done < n {
+        let size = (n - done).min(1_000);
+        insert_plain_batch(&pool, b, size, false).await?;
+        done += size;
+        b += 1;
+    }
+    Ok(())
+}
+
+/// The claim+complete SQL loop of the dispatcher with no HTTP: claims of 64, all completed as
+/// delivered in one batch, until `n` ops are done; ops/s.
+async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
+    let partition = Partition::new(0, 1)?;
+    let lease = store
+        .lease_try_acquire(
+            &ResourceName::new(partition.lease_resource())?,
+            Duration::from_secs(300),
+        )
+        .await?
+        .context("the partition lease is free")?;
+    let destinations = vec!["statements".to_owned()];
+    let started = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let claimed = store.op_claim(&lease, partition, &destinations, 64).await?;
+        anyhow::ensure!(
+            !claimed.ops.is_empty(),
+            "the backlog ran out after {done} ops"
+        );
+        let completions: Vec<Completion> = claimed
+            .ops
+            .iter()
+            .map(|op| Completion {
+                seq: op.seq,
+                op_id: op.op_id,
+                attempt: op.attempt,
+                started_at: op.claimed_at,
+                outcome: AttemptOutcome::Delivered,
+                http_status: Some(204),
+                error: None,
+                excerpt: None,
+                next: NextState::Delivered,
+            })
+            .collect();
+        store.op_complete_batch(&lease, &completions).await?;
+        done += completions.len();
+    }
+    let rate = done as f64 / started.elapsed().as_secs_f64();
+    store.lease_release(&lease).await?;
+    Ok(rate)
+}
+
+/// The destination's own rate: `n` POSTs with 128 in flight, with the dispatcher's client settings.
+async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let url = format!("{base_url}/v1/statements");
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..128 {
+        let (client, url, next) = (client.clone(), url.clone(), next.clone());
+        tasks.spawn(async move {
+            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                client
+                    .post(&url)
+                    .body(r#"{"account":1842}"#)
+                    .send()
+                    .await?
+                    .error_for_status()?;
+            }
+            Ok::<_, reqwest::Error>(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(n as f64 / started.elapsed().as_secs_f64())
+}
+
+/// `dispatch`: drain a backlog of `backlog` ops with the real dispatcher.
 pub(crate) async fn dispatch(
-    _target: &Target,
-    _runs: usize,
-    _backlog: usize,
+    target: &Target,
+    runs: usize,
+    backlog: usize,
 ) -> anyhow::Result<Vec<Row>> {
-    Ok(Vec::new())
+    let (mut ours, mut sql, mut http, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (_server, base_url) = destination().await?;
+        http.push(http_rate(&base_url, backlog.min(50_000)).await?);
+
+        let db = target.fresh().await?;
+        fill(&db, backlog).await?;
+        let s = store(&db, 4).await?;
+        sql.push(sql_loop(&s, backlog).await?);
+        s.close().await;
+
+        let db = target.fresh().await?;
+        fill(&db, backlog).await?;
+        let pool = Plain::connect(&db, 1).await?;
+        let dir = tempfile::tempdir()?;
+        let started = Instant::now();
+        let process = dispatcher(&db, &base_url, "100ms", &dir)?;
+        while count(&pool, "delivered").await? < backlog as i64 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        ours.push(backlog as f64 / started.elapsed().as_secs_f64());
+        rss.push(process.peak_rss_mib());
+    }
+    let mut row = Row {
+        scenario: "dispatch".into(),
+        backend: target.backend().name().into(),
+        producers: None,
+        setting: format!("backlog {backlog}"),
+        ops_per_s: median(&ours),
+        spread: spread(&ours),
+        baseline_ops_per_s: median(&sql),
+        baseline: "claim+complete SQL loop, no HTTP".into(),
+        ratio: median(&ours) / median(&sql),
+        extra: vec![("peak_rss_mib".into(), median(&rss))],
+    };
+    let http_row = Row {
+        setting: format!(
+            "backlog {backlog}; baseline: {} requests",
+            backlog.min(50_000)
+        ),
+        baseline_ops_per_s: median(&http),
+        baseline: "destination's own rate, same client".into(),
+        ratio: median(&ours) / median(&http),
+        extra: Vec::new(),
+        ..row.clone()
+    };
+    row.extra.push(("destination_rps".into(), median(&http)));
+    Ok(vec![row, http_row])
 }
 
-/// Not built yet.
-pub(crate) async fn latency(
-    _target: &Target,
-    _runs: usize,
-    _quick: bool,
-) -> anyhow::Result<Vec<Row>> {
-    Ok(Vec::new())
+/// `latency`: ops enqueued at a fixed rate while the dispatcher runs; commit-to-receipt times.
+pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow::Result<Vec<Row>> {
+    let (rate, seconds) = if quick { (200u32, 3u64) } else { (1_000, 30) };
+    let poll = "500ms";
+    let (mut p50, mut p99, mut p999, mut max, mut achieved) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let arrivals: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
+        let port = free_port()?;
+        let recorder = {
+            let arrivals = arrivals.clone();
+            let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+                let arrivals = arrivals.clone();
+                async move {
+                    if let Some(key) = headers.get("idempotency-key").and_then(|v| v.to_str().ok())
+                    {
+                        arrivals
+                            .lock()
+                            .expect("arrivals")
+                            .entry(key.to_owned())
+                            .or_insert_with(Instant::now);
+                    }
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            });
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+            tokio::spawn(async move { axum::serve(listener, app).await })
+        };
+        let db = target.fresh().await?;
+        let dir = tempfile::tempdir()?;
+        let _process = dispatcher(&db, &format!("http://127.0.0.1:{port}"), poll, &dir)?;
+        let outbox = Outbox::from_store(store(&db, 8).await?);
+        // Let the dispatcher take its lease and start listening.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let lease = outbox
+            .try_acquire("latency", Duration::from_secs(300))
+            .await?
+            .context("free")?;
+        let total = rate as usize * seconds as usize;
+        let mut committed: HashMap<String, Instant> = HashMap::with_capacity(total);
+        let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let started = Instant::now();
+        for i in 0..total {
+            ticker.tick().await;
+            let key = format!("lat-{i}");
+            let op = Operation::post("statements", "/v1/statements")
+                .json(&serde_json::json!({"i": i}))
+                .idempotency_key(key.as_str())
+                .unordered()
+                .build()?;
+            outbox.enqueue(&lease, &op).await?;
+            committed.insert(key, Instant::now());
+        }
+        achieved.push(total as f64 / started.elapsed().as_secs_f64());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while arrivals.lock().expect("arrivals").len() < total {
+            anyhow::ensure!(Instant::now() < deadline, "not every op arrived");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        recorder.abort();
+        let arrivals = arrivals.lock().expect("arrivals");
+        let mut ms: Vec<f64> = committed
+            .iter()
+            .map(|(k, at)| arrivals[k].saturating_duration_since(*at).as_secs_f64() * 1000.0)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let pct = |p: f64| ms[((ms.len() as f64 * p) as usize).min(ms.len() - 1)];
+        p50.push(pct(0.50));
+        p99.push(pct(0.99));
+        p999.push(pct(0.999));
+        max.push(*ms.last().unwrap_or(&0.0));
+    }
+    Ok(vec![Row {
+        scenario: "latency".into(),
+        backend: target.backend().name().into(),
+        producers: Some(1),
+        setting: format!("{rate}/s for {seconds} s, poll {poll}"),
+        ops_per_s: median(&achieved),
+        spread: spread(&achieved),
+        baseline_ops_per_s: f64::from(rate),
+        baseline: "offered rate".into(),
+        ratio: median(&achieved) / f64::from(rate),
+        extra: vec![
+            ("p50_ms".into(), median(&p50)),
+            ("p99_ms".into(), median(&p99)),
+            ("p99.9_ms".into(), median(&p999)),
+            ("max_ms".into(), median(&max)),
+        ],
+    }])
 }
 
-/// Not built yet.
-pub(crate) async fn backlog(
-    _target: &Target,
-    _runs: usize,
-    _quick: bool,
-) -> anyhow::Result<Vec<Row>> {
-    Ok(Vec::new())
+/// `backlog`: per-op claim+complete cost draining the same number of ops from a small and from a
+/// large pending backlog, and from a small one with a large delivered history.
+pub(crate) async fn backlog(target: &Target, runs: usize, quick: bool) -> anyhow::Result<Vec<Row>> {
+    let (small, large, drained) = if quick {
+        (1_000, 20_000, 500)
+    } else {
+        (10_000, 1_000_000, 5_000)
+    };
+    let mut rows = Vec::new();
+    let mut small_cost = Vec::new();
+    for (name, pending, history) in [
+        ("pending", small, 0),
+        ("pending", large, 0),
+        ("pending+history", small, large),
+    ] {
+        let mut costs = Vec::new();
+        for _ in 0..runs {
+            let db = target.fresh().await?;
+            fill(&db, history + pending).await?;
+            let s = store(&db, 4).await?;
+            if history > 0 {
+                // The history: delivered rows the partial indexes must ignore.
+                sql_loop(&s, history).await?;
+            }
+            let rate = sql_loop(&s, drained).await?;
+            costs.push(1e6 / rate);
+            s.close().await;
+        }
+        if pending == small && history == 0 {
+            small_cost = costs.clone();
+        }
+        let (cost, base) = (median(&costs), median(&small_cost));
+        rows.push(Row {
+            scenario: "backlog".into(),
+            backend: target.backend().name().into(),
+            producers: None,
+            setting: format!("{name}: {pending} pending, {history} delivered; {drained} drained"),
+            ops_per_s: 1e6 / cost,
+            spread: spread(&costs.iter().map(|c| 1e6 / c).collect::<Vec<_>>()),
+            baseline_ops_per_s: 1e6 / base,
+            baseline: format!("{small} pending, no history"),
+            ratio: base / cost,
+            extra: vec![
+                ("us_per_op".into(), cost),
+                ("cost_vs_small".into(), cost / base),
+            ],
+        });
+    }
+    Ok(rows)
 }

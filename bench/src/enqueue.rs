@@ -196,55 +196,70 @@ async fn plain_batches(db: &Db, batches: usize) -> anyhow::Result<f64> {
     let pool = Plain::connect(db, 2).await?;
     let started = Instant::now();
     for b in 0..batches {
-        let resource = format!("bench:{}", b % RESOURCES);
-        let order = OrderKey::from(&ResourceName::new(resource.as_str())?);
-        let ops: Vec<(uuid::Uuid, String, Operation)> = (0..BATCH)
-            .map(|i| {
-                let key = format!("pb-{b}-{i}");
-                (uuid::Uuid::now_v7(), key.clone(), op(&key))
-            })
-            .collect();
-        let slots: Vec<i32> = ops
-            .iter()
-            .map(|(id, _, _)| partition_slot(Some(&order), *id))
-            .collect();
-        match &pool {
-            Plain::Postgres(p) => {
-                sqlx::query(PLAIN_BATCH_PG)
-                    .bind(&resource)
-                    .bind(uuid::Uuid::nil())
-                    .bind(1_i64)
-                    .bind(ops.iter().map(|o| o.0).collect::<Vec<_>>())
-                    .bind(ops.iter().map(|o| o.1.clone()).collect::<Vec<_>>())
-                    .bind(
-                        ops.iter()
-                            .map(|o| o.2.request_hash().to_vec())
-                            .collect::<Vec<_>>(),
-                    )
-                    .bind(&slots)
-                    .bind(ops.iter().map(|o| o.2.body().to_vec()).collect::<Vec<_>>())
-                    .execute(p)
-                    .await?;
-            }
-            Plain::Sqlite(p) => {
-                let rows: Vec<serde_json::Value> = ops
+        insert_plain_batch(&pool, b, BATCH, true).await?;
+    }
+    Ok((batches * BATCH) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Inserts `n` op rows of batch `b` in one plain statement; ordered by their resource, or
+/// unordered.
+pub(crate) async fn insert_plain_batch(
+    pool: &Plain,
+    b: usize,
+    n: usize,
+    ordered: bool,
+) -> anyhow::Result<()> {
+    let resource = format!("bench:{}", b % RESOURCES);
+    let order_key = ordered.then(|| resource.clone());
+    let order = OrderKey::from(&ResourceName::new(resource.as_str())?);
+    let ops: Vec<(uuid::Uuid, String, Operation)> = (0..n)
+        .map(|i| {
+            let key = format!("pb-{b}-{i}");
+            (uuid::Uuid::now_v7(), key.clone(), op(&key))
+        })
+        .collect();
+    let slots: Vec<i32> = ops
+        .iter()
+        .map(|(id, _, _)| partition_slot(Some(&order), *id))
+        .collect();
+    match &pool {
+        Plain::Postgres(p) => {
+            sqlx::query(PLAIN_BATCH_PG)
+                .bind(&resource)
+                .bind(uuid::Uuid::nil())
+                .bind(1_i64)
+                .bind(ops.iter().map(|o| o.0).collect::<Vec<_>>())
+                .bind(ops.iter().map(|o| o.1.clone()).collect::<Vec<_>>())
+                .bind(
+                    ops.iter()
+                        .map(|o| o.2.request_hash().to_vec())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(&slots)
+                .bind(ops.iter().map(|o| o.2.body().to_vec()).collect::<Vec<_>>())
+                .bind(order_key.as_deref())
+                .execute(p)
+                .await?;
+        }
+        Plain::Sqlite(p) => {
+            let rows: Vec<serde_json::Value> = ops
                     .iter()
                     .zip(&slots)
                     .map(|((id, key, o), slot)| {
                         serde_json::json!({"op_id": id.to_string(), "key": key, "hash": hex(&o.request_hash()), "partition": slot, "body": hex(o.body())})
                     })
                     .collect();
-                sqlx::query(PLAIN_BATCH_SQLITE)
-                    .bind(&resource)
-                    .bind(uuid::Uuid::nil().hyphenated())
-                    .bind(1_i64)
-                    .bind(serde_json::Value::Array(rows).to_string())
-                    .execute(p)
-                    .await?;
-            }
+            sqlx::query(PLAIN_BATCH_SQLITE)
+                .bind(&resource)
+                .bind(uuid::Uuid::nil().hyphenated())
+                .bind(1_i64)
+                .bind(serde_json::Value::Array(rows).to_string())
+                .bind(order_key.as_deref())
+                .execute(p)
+                .await?;
         }
     }
-    Ok((batches * BATCH) as f64 / started.elapsed().as_secs_f64())
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -63,7 +63,7 @@ enum Scenario {
     /// Every scenario.
     All,
     /// (internal) The destination process: answers 204 to everything on --port.
-    #[command(hide = true)]
+    #[command(hide = true, name = "serve-204")]
     Serve204 {
         #[arg(long)]
         port: u16,
