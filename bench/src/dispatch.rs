@@ -17,6 +17,9 @@ use crate::enqueue::insert_plain_batch;
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, store};
 
+/// Ops per claim, for the dispatcher and for the SQL-loop baseline alike.
+const CLAIM_BATCH: u32 = 128;
+
 /// The destination process: 204 to everything.
 pub(crate) async fn serve_204(port: u16) -> anyhow::Result<()> {
     let app = axum::Router::new().fallback(|| async { axum::http::StatusCode::NO_CONTENT });
@@ -97,8 +100,8 @@ fn dispatcher(
     std::fs::write(
         &path,
         format!(
-            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = {poll:?}\n\
-             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\nmax_in_flight = 128\n",
+            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = {poll:?}\nclaim_batch = {CLAIM_BATCH}\n\
+             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\nmax_in_flight = 256\n",
             db.url
         ),
     )?;
@@ -143,7 +146,7 @@ async fn fill(db: &Db, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The claim+complete SQL loop of the dispatcher with no HTTP: claims of 64, all completed as
+/// The claim+complete SQL loop of the dispatcher with no HTTP: claims of CLAIM_BATCH, all completed as
 /// delivered in one batch, until `n` ops are done; ops/s.
 async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
     let partition = Partition::new(0, 1)?;
@@ -158,7 +161,9 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
     let started = Instant::now();
     let mut done = 0;
     while done < n {
-        let claimed = store.op_claim(&lease, partition, &destinations, 64).await?;
+        let claimed = store
+            .op_claim(&lease, partition, &destinations, CLAIM_BATCH)
+            .await?;
         anyhow::ensure!(
             !claimed.ops.is_empty(),
             "the backlog ran out after {done} ops"
@@ -186,7 +191,7 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
-/// The destination's own rate: `n` POSTs with 128 in flight, with the dispatcher's client settings.
+/// The destination's own rate: `n` POSTs with 256 in flight, with the dispatcher's client settings.
 async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -196,7 +201,7 @@ async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..128 {
+    for _ in 0..256 {
         let (client, url, next) = (client.clone(), url.clone(), next.clone());
         tasks.spawn(async move {
             while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {

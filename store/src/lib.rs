@@ -421,21 +421,48 @@ mod layout_tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
     }
 
+    /// Files only one backend has, and why: the other does the same work another way.
+    const ONE_BACKEND_ONLY: &[(&str, &str, &str)] = &[
+        (
+            "postgres",
+            "op_complete_batch_if_claimed.sql",
+            "one statement for a batch of completions saves round trips; SQLite runs its two per-op statements in one transaction, in-process",
+        ),
+        (
+            "sqlite",
+            "op_complete_if_claimed.sql",
+            "see op_complete_batch_if_claimed.sql",
+        ),
+        (
+            "sqlite",
+            "attempt_insert.sql",
+            "see op_complete_batch_if_claimed.sql",
+        ),
+    ];
+
     #[test]
     fn sql_files_are_the_same_for_every_backend_and_all_used() {
         // SQL Server statements arrive with its backend; its migrations are already here.
+        let only = |backend: &str| -> BTreeSet<String> {
+            ONE_BACKEND_ONLY
+                .iter()
+                .filter(|(b, _, _)| *b == backend)
+                .map(|(_, f, _)| f.to_string())
+                .collect()
+        };
         let pg = names(&root().join("sql/postgres"));
         let sqlite = names(&root().join("sql/sqlite"));
         assert_eq!(
-            pg, sqlite,
-            "sql/postgres and sql/sqlite must hold the same file names"
+            pg.difference(&only("postgres")).collect::<Vec<_>>(),
+            sqlite.difference(&only("sqlite")).collect::<Vec<_>>(),
+            "sql/postgres and sql/sqlite must hold the same file names, but for ONE_BACKEND_ONLY"
         );
-        for backend in ["postgres", "sqlite"] {
+        for (backend, files) in [("postgres", &pg), ("sqlite", &sqlite)] {
             let source = std::fs::read_to_string(root().join(format!("src/{backend}.rs"))).unwrap();
-            for file in &pg {
+            for file in files {
                 let include = format!("include_str!(\"../sql/{backend}/{file}\")");
                 assert!(
-                    source.contains(&include),
+                    source.replace(char::is_whitespace, "").contains(&include),
                     "src/{backend}.rs does not use {file}"
                 );
             }

@@ -35,8 +35,8 @@ const REJECTION_LIST: &str = include_str!("../sql/postgres/rejection_list.sql");
 const OP_CLAIM_DUE: &str = include_str!("../sql/postgres/op_claim_due.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
     include_str!("../sql/postgres/op_supersede_stale_generation.sql");
-const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../sql/postgres/op_complete_if_claimed.sql");
-const ATTEMPT_INSERT: &str = include_str!("../sql/postgres/attempt_insert.sql");
+const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
+    include_str!("../sql/postgres/op_complete_batch_if_claimed.sql");
 const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/postgres/attempt_record_abandoned.sql");
 const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/postgres/op_requeue_abandoned.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../sql/postgres/op_release_claim.sql");
@@ -328,20 +328,61 @@ impl PgStore {
         })
     }
 
-    /// Records completions in one transaction (one commit, one fsync); each is checked on
-    /// its own, so a refused one does not hold back the others.
+    /// Records completions in one statement; each is checked on its own, so a refused one
+    /// does not hold back the others.
     pub(crate) async fn op_complete_batch(
         &self,
         lease: &Lease,
         completions: &[Completion],
     ) -> Result<Vec<bool>, Error> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
-        let mut applied = Vec::with_capacity(completions.len());
-        for c in completions {
-            applied.push(complete_on(&mut tx, lease, c).await?);
-        }
-        tx.commit().await.map_err(map_err)?;
-        Ok(applied)
+        let errors: Vec<Option<String>> = completions
+            .iter()
+            .map(|c| bounded(c.error.as_deref(), ERROR_MAX_CHARS))
+            .collect();
+        let excerpts: Vec<Option<String>> = completions
+            .iter()
+            .map(|c| bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
+            .collect();
+        let applied: Vec<i64> = sqlx::query_scalar(OP_COMPLETE_BATCH_IF_CLAIMED)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(completions.iter().map(|c| c.seq).collect::<Vec<_>>())
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.next.state())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.next.delay_ms())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(errors)
+            .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
+            .bind(completions.iter().map(|c| c.started_at).collect::<Vec<_>>())
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.outcome.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.http_status.map(i32::from))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(excerpts)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(completions
+            .iter()
+            .map(|c| applied.contains(&c.seq))
+            .collect())
     }
 
     pub(crate) async fn op_requeue_abandoned(
@@ -531,43 +572,6 @@ pub(crate) async fn enqueue_on(
             )
         });
     duplicate_or_conflict(found, op, Backend::Postgres)
-}
-
-/// One completion inside a transaction: the guarded update, then the attempt's row if it
-/// applied.
-async fn complete_on(
-    conn: &mut PgConnection,
-    lease: &Lease,
-    c: &Completion,
-) -> Result<bool, Error> {
-    let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
-    let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
-        .bind(c.seq)
-        .bind(lease.token.get())
-        .bind(lease.resource.as_str())
-        .bind(lease.owner_id.as_uuid())
-        .bind(c.next.state())
-        .bind(c.next.delay_ms())
-        .bind(error.as_deref())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    if applied.is_none() {
-        return Ok(false);
-    }
-    sqlx::query(ATTEMPT_INSERT)
-        .bind(c.op_id)
-        .bind(c.attempt)
-        .bind(lease.token.get())
-        .bind(c.started_at)
-        .bind(c.outcome.as_str())
-        .bind(c.http_status.map(i32::from))
-        .bind(error.as_deref())
-        .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
-        .execute(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    Ok(true)
 }
 
 /// A statement whose parameters are a partition's lease and the partition: $1 resource,
