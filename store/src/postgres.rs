@@ -25,7 +25,8 @@ const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/postgres/lease_acquire_
 const LEASE_RENEW_IF_OWNER: &str = include_str!("../sql/postgres/lease_renew_if_owner.sql");
 const LEASE_RELEASE_IF_OWNER: &str = include_str!("../sql/postgres/lease_release_if_owner.sql");
 const LEASE_LIST: &str = include_str!("../sql/postgres/lease_list.sql");
-const LEASE_CHECK: &str = include_str!("../sql/postgres/lease_check.sql");
+const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
+    include_str!("../sql/postgres/op_insert_batch_if_lease_held.sql");
 const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../sql/postgres/op_insert_if_lease_held.sql");
 const OP_SUPERSEDE_OLDER_PENDING: &str =
     include_str!("../sql/postgres/op_supersede_older_pending.sql");
@@ -206,33 +207,107 @@ impl PgStore {
         Ok(result)
     }
 
-    /// All or nothing: the lease row stays share-locked for the whole transaction.
+    /// All or nothing, in one transaction: one statement inserts the whole batch under the
+    /// share-locked lease; only ops whose key already exists cost another read each.
     pub(crate) async fn op_enqueue_batch(
         &self,
         lease: &Lease,
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
         let mut tx = self.pool.begin().await.map_err(map_err)?;
-        let seen = lease_seen(
-            sqlx::query(LEASE_CHECK)
-                .bind(lease.resource.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(map_err)?,
-        );
-        let mut done = Vec::with_capacity(ops.len());
-        let mut outcome = check_lease(seen, lease).map_err(Refusal::Rejected);
-        for op in ops {
-            if outcome.is_err() {
-                break;
-            }
-            match enqueue_on(&mut tx, lease, op).await? {
-                Ok(enqueued) => done.push(enqueued),
-                Err(refusal) => outcome = Err(refusal),
-            }
+        let row = sqlx::query(OP_INSERT_BATCH_IF_LEASE_HELD)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(ops.iter().map(|o| o.op_id).collect::<Vec<_>>())
+            .bind(
+                ops.iter()
+                    .map(|o| o.destination.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ops.iter()
+                    .map(|o| o.idempotency_key.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ops.iter()
+                    .map(|o| o.request_hash.to_vec())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ops.iter()
+                    .map(|o| o.order_key.as_ref().map(OrderKey::as_str))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ops.iter().map(|o| o.partition).collect::<Vec<_>>())
+            .bind(ops.iter().map(|o| o.method.as_str()).collect::<Vec<_>>())
+            .bind(ops.iter().map(|o| o.path.as_str()).collect::<Vec<_>>())
+            .bind(
+                ops.iter()
+                    .map(|o| o.headers_json.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                ops.iter()
+                    .map(|o| o.content_type.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ops.iter().map(|o| o.body.as_slice()).collect::<Vec<_>>())
+            .bind(
+                ops.iter()
+                    .map(|o| o.expire_with_generation)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(ops.iter().map(|o| o.delay_ms).collect::<Vec<_>>())
+            .bind(
+                ops.iter()
+                    .map(|o| o.trace_context.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let ids: Vec<i64> = row.get("ids");
+        let op_ids: Vec<Uuid> = row.get("op_ids");
+        if let Err(reason) = check_lease(lease_seen(Some(row)), lease) {
+            finish(tx, false).await?;
+            return Ok(Err(Refusal::Rejected(reason)));
         }
-        finish(tx, outcome.is_ok()).await?;
-        Ok(outcome.map(|()| done))
+        let inserted: std::collections::HashMap<Uuid, i64> = op_ids.into_iter().zip(ids).collect();
+        let mut done = Vec::with_capacity(ops.len());
+        let mut superseded = std::collections::HashSet::new();
+        for op in ops {
+            let enqueued = match inserted.get(&op.op_id) {
+                Some(&seq) => {
+                    if op.supersede_pending && superseded.insert(op.destination.as_str()) {
+                        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+                            .bind(lease.resource.as_str())
+                            .bind(op.destination.as_str())
+                            .bind(lease.token.get())
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(map_err)?;
+                    }
+                    Enqueued {
+                        op_id: op.op_id,
+                        seq,
+                        duplicate: false,
+                        state: OpState::Pending,
+                    }
+                }
+                None => match find_by_key(&mut tx, op).await? {
+                    Ok(existing) => existing,
+                    Err(conflict) => {
+                        finish(tx, false).await?;
+                        return Ok(Err(conflict));
+                    }
+                },
+            };
+            done.push(enqueued);
+        }
+        finish(tx, true).await?;
+        Ok(Ok(done))
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
@@ -557,6 +632,12 @@ pub(crate) async fn enqueue_on(
     if let Err(reason) = check_lease(lease_seen(Some(row)), lease) {
         return Ok(Err(Refusal::Rejected(reason)));
     }
+    find_by_key(conn, op).await
+}
+
+/// The op holding `op`'s (destination, key): the same request is a duplicate, another one a
+/// conflict (G7).
+async fn find_by_key(conn: &mut PgConnection, op: &NewOp) -> Result<EnqueueResult, Error> {
     let found = sqlx::query(OP_FIND_BY_KEY)
         .bind(op.destination.as_str())
         .bind(op.idempotency_key.as_str())
