@@ -4,7 +4,9 @@
 DELETE FROM outbox_ops
 WHERE id IN (
     SELECT id FROM outbox_ops
-    WHERE state IN ('delivered', 'cancelled', 'superseded')
+    -- The first term repeats the partial index's predicate word for word, so SQLite uses it.
+    WHERE state IN ('delivered', 'dead', 'cancelled', 'superseded')
+      AND state <> 'dead'
       AND finished_at < clock_timestamp() - $1::bigint * interval '1 millisecond'
     LIMIT $2
 )

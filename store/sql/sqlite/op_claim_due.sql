@@ -13,7 +13,9 @@ SET state = 'in_flight',
     attempts = attempts + 1
 WHERE id IN (
     SELECT o.id
-    FROM outbox_ops o
+    -- Walk the partial due index in due order and stop at the limit; left to itself the planner
+    -- picks the (destination, key) index and sorts every op of the destination, history included.
+    FROM outbox_ops AS o INDEXED BY outbox_ops_due_idx
     WHERE EXISTS (
             SELECT 1 FROM outbox_leases
             WHERE resource = ?1 AND owner_id = ?2 AND fence = ?3
