@@ -60,7 +60,12 @@ pub(crate) struct PgStore {
 impl PgStore {
     pub(crate) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
         let connect: PgConnectOptions = url.parse().map_err(map_err)?;
-        let connect = connect.application_name(&options.application_name);
+        // JIT compiles any statement the planner costs high, which a claim over a large backlog
+        // is (its filters are hard to estimate): hundreds of milliseconds per claim, for
+        // statements that run in well under one. OLTP statements never gain from it.
+        let connect = connect
+            .application_name(&options.application_name)
+            .options([("jit", "off")]);
         // One direct connection first: a pool retries failed connects until its timeout and
         // then reports only that it timed out; this reports the real cause at once.
         PgConnection::connect_with(&connect)
