@@ -316,20 +316,30 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
             .await?
             .context("free")?;
         let total = rate as usize * seconds as usize;
-        let mut committed: HashMap<String, Instant> = HashMap::with_capacity(total);
+        let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::with_capacity(total)));
         let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let started = Instant::now();
+        // Each op is enqueued on its own task at its tick, so a slow commit does not lower the
+        // offered rate (8 pooled connections).
+        let mut producers = tokio::task::JoinSet::new();
         for i in 0..total {
             ticker.tick().await;
-            let key = format!("lat-{i}");
-            let op = Operation::post("statements", "/v1/statements")
-                .json(&serde_json::json!({"i": i}))
-                .idempotency_key(key.as_str())
-                .unordered()
-                .build()?;
-            outbox.enqueue(&lease, &op).await?;
-            committed.insert(key, Instant::now());
+            let (outbox, lease, committed) = (outbox.clone(), lease.clone(), committed.clone());
+            producers.spawn(async move {
+                let key = format!("lat-{i}");
+                let op = Operation::post("statements", "/v1/statements")
+                    .json(&serde_json::json!({"i": i}))
+                    .idempotency_key(key.as_str())
+                    .unordered()
+                    .build()?;
+                outbox.enqueue(&lease, &op).await?;
+                committed.lock().expect("commit times").insert(key, Instant::now());
+                Ok::<_, anyhow::Error>(())
+            });
+        }
+        while let Some(done) = producers.join_next().await {
+            done??;
         }
         achieved.push(total as f64 / started.elapsed().as_secs_f64());
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -339,6 +349,7 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
         }
         recorder.abort();
         let arrivals = arrivals.lock().expect("arrivals");
+        let committed = committed.lock().expect("commit times");
         let mut ms: Vec<f64> = committed
             .iter()
             .map(|(k, at)| arrivals[k].saturating_duration_since(*at).as_secs_f64() * 1000.0)
