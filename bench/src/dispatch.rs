@@ -316,7 +316,8 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
             .await?
             .context("free")?;
         let total = rate as usize * seconds as usize;
-        let committed: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::with_capacity(total)));
+        let committed: Arc<Mutex<HashMap<String, Instant>>> =
+            Arc::new(Mutex::new(HashMap::with_capacity(total)));
         let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
         let started = Instant::now();
@@ -334,7 +335,10 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
                     .unordered()
                     .build()?;
                 outbox.enqueue(&lease, &op).await?;
-                committed.lock().expect("commit times").insert(key, Instant::now());
+                committed
+                    .lock()
+                    .expect("commit times")
+                    .insert(key, Instant::now());
                 Ok::<_, anyhow::Error>(())
             });
         }
