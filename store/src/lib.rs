@@ -162,11 +162,6 @@ impl Store {
         }
     }
 
-    /// The lease time-to-live bounds this store enforces.
-    pub fn lease_ttl_bounds(&self) -> TtlBounds {
-        self.lease_ttl
-    }
-
     /// Applies the migrations this build carries that the database lacks, in one transaction.
     pub async fn migrate(&self) -> Result<MigrationReport, Error> {
         on_backend!(self, b => b.migrate().await)
@@ -359,11 +354,6 @@ impl Store {
         destinations: &[String],
     ) -> Result<Vec<(String, i64)>, Error> {
         on_backend!(self, b => b.op_unrouted_list(destinations).await)
-    }
-
-    /// Checks that the database answers.
-    pub async fn ping(&self) -> Result<(), Error> {
-        on_backend!(self, b => b.ping().await)
     }
 
     /// Closes every pooled connection and waits for them to finish.

@@ -582,12 +582,6 @@ impl PgStore {
             }
         })
     }
-
-    /// Checks that the server answers; used by readiness probes.
-    pub(crate) async fn ping(&self) -> Result<(), Error> {
-        let mut conn = self.pool.acquire().await.map_err(map_err)?;
-        conn.ping().await.map_err(map_err)
-    }
 }
 
 /// The fenced enqueue on one connection: the caller's transaction, or ours.

@@ -482,12 +482,6 @@ impl SqliteStore {
             .map(|r| (r.get("destination"), r.get("pending")))
             .collect())
     }
-
-    /// Checks that the file can be read; used by readiness probes.
-    pub(crate) async fn ping(&self) -> Result<(), Error> {
-        let mut conn = self.pool.acquire().await.map_err(map_err)?;
-        conn.ping().await.map_err(map_err)
-    }
 }
 
 /// The fenced enqueue on one connection (the caller's transaction, or ours). The insert checks
