@@ -34,6 +34,7 @@ const OP_FIND_BY_KEY: &str = include_str!("../sql/postgres/op_find_by_key.sql");
 const REJECTION_INSERT: &str = include_str!("../sql/postgres/rejection_insert.sql");
 const REJECTION_LIST: &str = include_str!("../sql/postgres/rejection_list.sql");
 const OP_CLAIM_DUE: &str = include_str!("../sql/postgres/op_claim_due.sql");
+const CLAIM_WALK_DUE_INDEX: &str = include_str!("../sql/postgres/claim_walk_due_index.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
     include_str!("../sql/postgres/op_supersede_stale_generation.sql");
 const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
@@ -363,8 +364,14 @@ impl PgStore {
         destinations: &[String],
         limit: u32,
     ) -> Result<Claimed, Error> {
+        // One transaction: the planner setting must not outlive the claim.
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        sqlx::query(CLAIM_WALK_DUE_INDEX)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(map_err)?
             .rows_affected();
@@ -376,9 +383,10 @@ impl PgStore {
             .bind(part.index() as i32)
             .bind(destinations)
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await
             .map_err(map_err)?;
+        tx.commit().await.map_err(map_err)?;
         let mut claimed = rows
             .iter()
             .map(|r| {
