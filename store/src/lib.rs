@@ -415,6 +415,11 @@ mod layout_tests {
     const ONE_BACKEND_ONLY: &[(&str, &str, &str)] = &[
         (
             "postgres",
+            "claim_walk_due_index.sql",
+            "a planner setting; SQLite's claim plan does not depend on statistics",
+        ),
+        (
+            "postgres",
             "op_complete_batch_if_claimed.sql",
             "one statement for a batch of completions saves round trips; SQLite runs its two per-op statements in one transaction, in-process",
         ),

@@ -108,7 +108,40 @@ async fn g7_a_stale_owner_is_refused_even_for_a_known_request(db: TestDb) {
     ));
 }
 
+/// A batch naming one key twice: the same request is one op, another request conflicts and
+/// the batch writes nothing.
+async fn g7_a_batch_naming_a_key_twice_makes_one_op_or_conflicts(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = outbox
+        .try_acquire("billing:1842", TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    let other = Operation::post("payments", "/v1/charges")
+        .idempotency_key("charge-1842-2026-08")
+        .build()
+        .unwrap();
+    assert!(matches!(
+        outbox
+            .enqueue_batch(&lease, &[other.clone(), charge(1250), charge(9999)])
+            .await,
+        Err(Error::IdempotencyConflict { .. })
+    ));
+    assert!(db.ops().await.is_empty());
+    let done = outbox
+        .enqueue_batch(&lease, &[charge(1250), other, charge(1250)])
+        .await
+        .unwrap();
+    assert_eq!(
+        done.iter().map(|d| d.duplicate).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    assert_eq!(done[2].op_id, done[0].op_id);
+    assert_eq!(db.ops().await.len(), 2);
+}
+
 conformance!(
+    g7_a_batch_naming_a_key_twice_makes_one_op_or_conflicts,
     g7_sixteen_concurrent_enqueues_of_one_request_make_one_op,
     g7_a_different_request_under_a_used_key_conflicts_and_keeps_the_original,
     g7_a_stale_owner_is_refused_even_for_a_known_request,
