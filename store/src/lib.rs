@@ -438,11 +438,6 @@ mod layout_tests {
             "op_insert_batch_if_lease_held.sql",
             "a batch in one statement; SQLite checks the lease once and inserts per op, in-process",
         ),
-        (
-            "sqlite",
-            "lease_check.sql",
-            "see op_insert_batch_if_lease_held.sql",
-        ),
     ];
 
     #[test]
