@@ -15,7 +15,7 @@ use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceNam
 
 use crate::enqueue::insert_plain_batch;
 use crate::report::{Row, median, spread};
-use crate::target::{Db, Plain, Target, store};
+use crate::target::{Db, Plain, Target, dispatcher_store, store};
 
 /// Ops per claim, for the dispatcher and for the SQL-loop baseline alike.
 const CLAIM_BATCH: u32 = 128;
@@ -234,7 +234,7 @@ pub(crate) async fn dispatch(
 
         let db = target.fresh().await?;
         fill(&db, backlog).await?;
-        let s = store(&db, 4).await?;
+        let s = dispatcher_store(&db, 4).await?;
         sql.push(sql_loop(&s, backlog).await?);
         s.close().await;
 
@@ -403,7 +403,7 @@ pub(crate) async fn backlog(target: &Target, runs: usize, quick: bool) -> anyhow
         for _ in 0..runs {
             let db = target.fresh().await?;
             fill(&db, history + pending).await?;
-            let s = store(&db, 4).await?;
+            let s = dispatcher_store(&db, 4).await?;
             if history > 0 {
                 // The history: delivered rows the partial indexes must ignore.
                 sql_loop(&s, history).await?;

@@ -88,9 +88,19 @@ impl Target {
 
 /// A store on `db` with `connections` pooled connections and leases up to 300 s.
 pub(crate) async fn store(db: &Db, connections: u32) -> anyhow::Result<Store> {
+    connect(db, connections, false).await
+}
+
+/// A store whose sessions are set up as the dispatcher's are, for the claim+complete loop.
+pub(crate) async fn dispatcher_store(db: &Db, connections: u32) -> anyhow::Result<Store> {
+    connect(db, connections, true).await
+}
+
+async fn connect(db: &Db, connections: u32, dispatcher_sessions: bool) -> anyhow::Result<Store> {
     let options = StoreOptions {
         lease_ttl: TtlBounds::new(Duration::from_secs(1), Duration::from_secs(300))?,
         max_connections: connections,
+        dispatcher_sessions,
         ..StoreOptions::default()
     };
     Ok(Store::connect(&db.url, options).await?)

@@ -411,11 +411,12 @@ async fn attempt(
     gauge.increment(1.0);
     let sent = route.sender.send(&op).await;
     gauge.decrement(1.0);
-    let age = (op.claimed_at - op.created_at).unsigned_abs() + sent.duration;
+    // A replayed op's budget counts from its replay (outboxctl replay).
+    let age = (op.claimed_at - op.budget_since).unsigned_abs() + sent.duration;
     let decision = retry::decide(
         &destination.retry,
         &sent.result,
-        op.attempt.max(1) as u32,
+        op.budget_attempt.max(1) as u32,
         age,
         jitter(),
     );

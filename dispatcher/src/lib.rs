@@ -120,6 +120,7 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
         lease_ttl: config.lease_bounds,
         max_connections: config.max_connections,
         application_name: "outbox-dispatcher".to_owned(),
+        dispatcher_sessions: true,
         ..StoreOptions::default()
     };
     let mut backoff = Duration::from_millis(200);

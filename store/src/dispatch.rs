@@ -24,6 +24,9 @@ pub struct Partition {
 }
 
 impl Partition {
+    /// What every partition lease's resource name starts with.
+    pub const LEASE_PREFIX: &'static str = "dispatcher/";
+
     /// Partition `index` of `count` (1..=1024 partitions).
     pub fn new(index: u32, count: u32) -> Result<Self, InvalidInput> {
         if count == 0 || count > PARTITION_SLOTS {
@@ -53,7 +56,7 @@ impl Partition {
 
     /// The resource of this partition's dispatcher lease: `dispatcher/<index>`.
     pub fn lease_resource(self) -> String {
-        format!("dispatcher/{}", self.index)
+        format!("{}{}", Self::LEASE_PREFIX, self.index)
     }
 }
 
@@ -90,6 +93,11 @@ pub struct ClaimedOp {
     pub claimed_at: OffsetDateTime,
     /// The producer's W3C traceparent, if any.
     pub trace_context: Option<String>,
+    /// This attempt's number within the op's retry budget: `attempt` less the attempts made
+    /// before an operator last replayed it.
+    pub budget_attempt: i32,
+    /// The start of the op's `max_age`: when it was enqueued, or last replayed.
+    pub budget_since: OffsetDateTime,
 }
 
 /// How an attempt went, as stored on its row.

@@ -10,6 +10,9 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
+mod admin_postgres;
+mod admin_sqlite;
 pub mod dispatch;
 pub mod error;
 pub mod migrate;
@@ -49,6 +52,10 @@ pub struct StoreOptions {
     pub sqlite_busy_timeout: Duration,
     /// `application_name` shown by PostgreSQL's `pg_stat_activity`. Default: `fenced-outbox`.
     pub application_name: String,
+    /// The connections serve a dispatcher: on PostgreSQL they run with `enable_sort = off`,
+    /// so a claim walks the due index in order even before the table has statistics.
+    /// Default: false.
+    pub dispatcher_sessions: bool,
 }
 
 impl Default for StoreOptions {
@@ -59,6 +66,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(30),
             sqlite_busy_timeout: Duration::from_secs(10),
             application_name: "fenced-outbox".to_owned(),
+            dispatcher_sessions: false,
         }
     }
 }
@@ -362,6 +370,136 @@ impl Store {
     }
 }
 
+/// What operators ask and change (`outboxctl`); the rules are in [`admin`].
+impl Store {
+    /// Counts by state and destination, the oldest pending op's age, ops due now, dead ops of
+    /// the last day, rejections of the last hour, and each dispatcher partition's lease.
+    pub async fn admin_status(&self) -> Result<admin::Status, Error> {
+        let (counts, summary) = on_backend!(self, b => b.admin_status_counts().await)?;
+        let partitions = self
+            .lease_list()
+            .await?
+            .into_iter()
+            .filter(|l| l.resource.as_str().starts_with(Partition::LEASE_PREFIX))
+            .collect();
+        Ok(admin::Status {
+            counts,
+            oldest_pending_ms: summary.oldest_pending_ms,
+            due_now: summary.due_now,
+            dead_last_day: summary.dead_last_day,
+            rejections_last_hour: summary.rejections_last_hour,
+            partitions,
+        })
+    }
+
+    /// One page of ops matching `filter`, newest first.
+    pub async fn admin_op_list(
+        &self,
+        filter: &admin::OpFilter,
+    ) -> Result<Vec<admin::OpSummary>, Error> {
+        on_backend!(self, b => b.admin_op_list(filter).await)
+    }
+
+    /// The sequence of the op with this public id.
+    pub async fn admin_op_find(&self, op_id: uuid::Uuid) -> Result<Option<i64>, Error> {
+        on_backend!(self, b => b.admin_op_find(op_id).await)
+    }
+
+    /// The sequence of the op holding this (destination, idempotency key).
+    pub async fn admin_op_find_by_key(
+        &self,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<i64>, Error> {
+        on_backend!(self, b => b.admin_op_find_by_key(destination, key).await)
+    }
+
+    /// One op with its attempts.
+    pub async fn admin_op_show(&self, seq: i64) -> Result<Option<admin::OpDetail>, Error> {
+        on_backend!(self, b => b.admin_op_show(seq).await)
+    }
+
+    /// The newest attempt's id (0 when none): where `tail` starts.
+    pub async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
+        on_backend!(self, b => b.admin_attempt_last_id().await)
+    }
+
+    /// Attempts recorded after `last_id`, oldest first, at most `limit`.
+    pub async fn admin_attempts_after(
+        &self,
+        last_id: i64,
+        limit: u32,
+    ) -> Result<Vec<admin::AttemptRow>, Error> {
+        on_backend!(self, b => b.admin_attempts_after(last_id, limit).await)
+    }
+
+    /// Moves dead or cancelled ops (delivered and superseded ones too with `force`) back to
+    /// pending, due now, with a fresh retry budget; in-flight ops are always refused. One
+    /// transaction per [`admin::CHANGE_BATCH`] ops, each logged in `outbox_admin_log`.
+    pub async fn admin_replay(
+        &self,
+        seqs: &[i64],
+        change: &admin::Change,
+    ) -> Result<admin::ChangeReport, Error> {
+        self.admin_change(admin::Action::Replay, seqs, change).await
+    }
+
+    /// Cancels pending or dead ops: they are never sent afterwards (G5). Batched and logged
+    /// like [`Store::admin_replay`].
+    pub async fn admin_cancel(
+        &self,
+        seqs: &[i64],
+        change: &admin::Change,
+    ) -> Result<admin::ChangeReport, Error> {
+        self.admin_change(admin::Action::Cancel, seqs, change).await
+    }
+
+    async fn admin_change(
+        &self,
+        action: admin::Action,
+        seqs: &[i64],
+        change: &admin::Change,
+    ) -> Result<admin::ChangeReport, Error> {
+        change.validate()?;
+        let mut all = admin::ChangeReport {
+            dry_run: change.dry_run,
+            ..admin::ChangeReport::default()
+        };
+        for batch in seqs.chunks(admin::CHANGE_BATCH) {
+            let report = on_backend!(self, b => b.admin_change(action, batch, change).await)?;
+            all.changed.extend(report.changed);
+            all.refused.extend(report.refused);
+            all.missing.extend(report.missing);
+        }
+        Ok(all)
+    }
+
+    /// Deletes ops of final `states` that finished more than `older_than` ago, with their
+    /// attempts, in batches; refuses states that are not final. Logged in `outbox_admin_log`.
+    pub async fn admin_purge(
+        &self,
+        states: &[OpState],
+        older_than: Duration,
+        change: &admin::Change,
+    ) -> Result<admin::PurgeReport, Error> {
+        change.validate()?;
+        admin::check_purge_states(states)?;
+        let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        on_backend!(self, b => b.admin_purge(states, ms, change).await)
+    }
+
+    /// Refused enqueues of the last `since`, newest first, of one resource or all.
+    pub async fn admin_rejections(
+        &self,
+        since: Duration,
+        resource: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RejectionRow>, Error> {
+        let ms = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
+        on_backend!(self, b => b.admin_rejections(ms, resource, limit).await)
+    }
+}
+
 /// The backend a database URL names, by its scheme.
 pub fn backend_of(url: &str) -> Result<Backend, InvalidInput> {
     let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
@@ -415,11 +553,6 @@ mod layout_tests {
     const ONE_BACKEND_ONLY: &[(&str, &str, &str)] = &[
         (
             "postgres",
-            "claim_walk_due_index.sql",
-            "a planner setting; SQLite's claim plan does not depend on statistics",
-        ),
-        (
-            "postgres",
             "op_complete_batch_if_claimed.sql",
             "one statement for a batch of completions saves round trips; SQLite runs its two per-op statements in one transaction, in-process",
         ),
@@ -458,12 +591,16 @@ mod layout_tests {
             "sql/postgres and sql/sqlite must hold the same file names, but for ONE_BACKEND_ONLY"
         );
         for (backend, files) in [("postgres", &pg), ("sqlite", &sqlite)] {
-            let source = std::fs::read_to_string(root().join(format!("src/{backend}.rs"))).unwrap();
+            // The backend's module and its admin half (admin_<backend>.rs).
+            let source = [format!("src/{backend}.rs"), format!("src/admin_{backend}.rs")]
+                .iter()
+                .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
+                .collect::<String>();
             for file in files {
                 let include = format!("include_str!(\"../sql/{backend}/{file}\")");
                 assert!(
                     source.replace(char::is_whitespace, "").contains(&include),
-                    "src/{backend}.rs does not use {file}"
+                    "src/{backend}.rs and src/admin_{backend}.rs do not use {file}"
                 );
             }
         }

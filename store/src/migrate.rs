@@ -51,11 +51,20 @@ macro_rules! migration {
 
 // The version literal is written with its leading zeros so it matches the file name.
 #[allow(clippy::zero_prefixed_literal)]
-const POSTGRES: &[Migration] = &[migration!("postgres", 0001, "init")];
+const POSTGRES: &[Migration] = &[
+    migration!("postgres", 0001, "init"),
+    migration!("postgres", 0002, "admin"),
+];
 #[allow(clippy::zero_prefixed_literal)]
-const SQLITE: &[Migration] = &[migration!("sqlite", 0001, "init")];
+const SQLITE: &[Migration] = &[
+    migration!("sqlite", 0001, "init"),
+    migration!("sqlite", 0002, "admin"),
+];
 #[allow(clippy::zero_prefixed_literal)]
-const MSSQL: &[Migration] = &[migration!("mssql", 0001, "init")];
+const MSSQL: &[Migration] = &[
+    migration!("mssql", 0001, "init"),
+    migration!("mssql", 0002, "admin"),
+];
 
 /// The migrations this build carries for `backend`, in order.
 pub fn migrations(backend: Backend) -> &'static [Migration] {
@@ -148,7 +157,7 @@ mod tests {
         let done: Vec<_> = SQLITE.iter().map(applied).collect();
         let (pending, report) = plan(SQLITE, &done).unwrap();
         assert!(pending.is_empty());
-        assert_eq!(report.already_applied, vec!["0001_init".to_owned()]);
+        assert_eq!(report.already_applied, ["0001_init", "0002_admin"]);
     }
 
     #[test]

@@ -40,7 +40,7 @@ const REJECTION_INSERT: &str = include_str!("../sql/sqlite/rejection_insert.sql"
 const REJECTION_LIST: &str = include_str!("../sql/sqlite/rejection_list.sql");
 /// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
 /// no other writer can slip between them.
-const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+pub(crate) const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 const OP_CLAIM_DUE: &str = include_str!("../sql/sqlite/op_claim_due.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
     include_str!("../sql/sqlite/op_supersede_stale_generation.sql");
@@ -62,7 +62,7 @@ const MIGRATION_RECORD: &str = include_str!("../sql/sqlite/migration_record.sql"
 /// A connection pool to one SQLite database file.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
 impl SqliteStore {
@@ -351,6 +351,8 @@ impl SqliteStore {
                     created_at: r.get("created_at"),
                     claimed_at: r.get("claimed_at"),
                     trace_context: r.get("trace_context"),
+                    budget_attempt: r.get("budget_attempt"),
+                    budget_since: r.get("budget_since"),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;

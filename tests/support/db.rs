@@ -341,7 +341,7 @@ pub struct AttemptRow {
 }
 
 /// An op row as tests see it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OpRow {
     /// Enqueue sequence.
     pub seq: i64,

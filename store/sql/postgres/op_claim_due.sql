@@ -40,4 +40,6 @@ FROM candidates c
 WHERE o.id = c.id
 RETURNING o.id, o.op_id, o.resource, o.fence, o.destination, o.idempotency_key, o.method,
           o.path, o.headers::text AS headers, o.content_type, o.body, o.attempts,
-          o.created_at, o.claimed_at, o.trace_context
+          o.created_at, o.claimed_at, o.trace_context,
+          o.attempts - o.retry_base_attempts AS budget_attempt,
+          coalesce(o.retry_since, o.created_at) AS budget_since

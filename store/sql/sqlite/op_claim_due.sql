@@ -36,4 +36,6 @@ WHERE id IN (
     LIMIT ?7
 )
 RETURNING id, op_id, resource, fence, destination, idempotency_key, method, path, headers,
-          content_type, body, attempts, created_at, claimed_at, trace_context
+          content_type, body, attempts, created_at, claimed_at, trace_context,
+          attempts - retry_base_attempts AS budget_attempt,
+          coalesce(retry_since, created_at) AS budget_since

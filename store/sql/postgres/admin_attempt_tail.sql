@@ -1,0 +1,11 @@
+-- outboxctl tail: attempts recorded after the last one shown, oldest first.
+-- Parameters: $1 last attempt id shown (0: from the start), $2 how many at most.
+SELECT a.id, o.id AS seq, o.op_id::text AS op_id, o.destination, o.resource, a.attempt,
+       a.dispatcher_fence, a.started_at, a.finished_at,
+       (extract(epoch FROM a.finished_at - a.started_at) * 1000)::bigint AS duration_ms,
+       a.outcome, a.http_status, a.error, a.response_excerpt
+FROM outbox_attempts a
+JOIN outbox_ops o ON o.op_id = a.op_id
+WHERE a.id > $1
+ORDER BY a.id
+LIMIT $2

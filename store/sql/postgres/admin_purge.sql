@@ -1,0 +1,13 @@
+-- outboxctl purge: delete one batch of finished ops of the given states that finished before
+-- the cut-off, with their attempts (ON DELETE CASCADE). Uses outbox_ops_finished_idx.
+-- Parameters: $1 states (text[]; terminal states only, checked by admin.rs), $2 age in ms,
+-- $3 batch size. Returns the states of the deleted ops.
+DELETE FROM outbox_ops
+WHERE id IN (
+    SELECT id FROM outbox_ops
+    WHERE state IN ('delivered', 'dead', 'cancelled', 'superseded')
+      AND state = ANY($1::text[])
+      AND finished_at < clock_timestamp() - $2::bigint * interval '1 millisecond'
+    LIMIT $3
+)
+RETURNING state

@@ -1,0 +1,6 @@
+-- outboxctl status: how many ops each state holds, per destination.
+-- Parameters: none. Reads the whole table (in parallel on PostgreSQL): run by hand, not polled.
+SELECT state, destination, count(*) AS ops
+FROM outbox_ops
+GROUP BY state, destination
+ORDER BY state, destination

@@ -1,0 +1,11 @@
+-- outboxctl list: one page of ops, newest first. admin.rs appends the filters that are set
+-- (fixed SQL fragments with bound values), then ORDER BY id DESC LIMIT. Indexes: the primary
+-- key backwards with no filter, --destination, --since and --before (each a large share of a
+-- table that grows by id); outbox_ops_resource_idx for --resource; outbox_ops_attention_idx
+-- for --state dead, cancelled or superseded (admin.rs repeats the index's predicate, which
+-- SQLite needs word for word); outbox_ops_destination_key for --key (one probe per destination
+-- in use, from admin_destination_list.sql, when --destination is not given).
+SELECT id, op_id, resource, fence, destination, idempotency_key, state, attempts,
+       next_attempt_at, created_at, finished_at, last_error, length(body) AS body_bytes
+FROM outbox_ops
+WHERE 1

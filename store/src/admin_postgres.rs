@@ -1,0 +1,306 @@
+//! The PostgreSQL side of `outboxctl` (see `admin.rs`): one function per `sql/postgres/admin_*`
+//! file; replay and cancel lock their ops `FOR UPDATE` in one transaction per batch.
+
+use sqlx::Row;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::admin::{
+    self, Action, AttemptRow, Change, ChangeReport, OpDetail, OpFilter, OpSummary, PurgeReport,
+    StateCount, attempt_row, locked_op, op_detail, op_summary, push_filter,
+};
+use crate::dispatch::parse_headers;
+use crate::error::{Backend, Error};
+use crate::model::{FencingToken, OwnerId};
+use crate::op::{OpState, RejectionRow};
+use crate::postgres::{PgStore, map_err};
+
+const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/postgres/admin_status_counts.sql");
+const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/postgres/admin_status_summary.sql");
+const ADMIN_OP_LIST: &str = include_str!("../sql/postgres/admin_op_list.sql");
+const ADMIN_DESTINATION_LIST: &str = include_str!("../sql/postgres/admin_destination_list.sql");
+const ADMIN_OP_SHOW: &str = include_str!("../sql/postgres/admin_op_show.sql");
+const ADMIN_OP_FIND: &str = include_str!("../sql/postgres/admin_op_find.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../sql/postgres/op_find_by_key.sql");
+const ADMIN_ATTEMPT_LIST: &str = include_str!("../sql/postgres/admin_attempt_list.sql");
+const ADMIN_ATTEMPT_TAIL: &str = include_str!("../sql/postgres/admin_attempt_tail.sql");
+const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../sql/postgres/admin_attempt_last_id.sql");
+const ADMIN_OP_LOCK: &str = include_str!("../sql/postgres/admin_op_lock.sql");
+const ADMIN_OP_REPLAY: &str = include_str!("../sql/postgres/admin_op_replay.sql");
+const ADMIN_OP_CANCEL: &str = include_str!("../sql/postgres/admin_op_cancel.sql");
+const ADMIN_LOG_INSERT: &str = include_str!("../sql/postgres/admin_log_insert.sql");
+const ADMIN_PURGE_COUNT: &str = include_str!("../sql/postgres/admin_purge_count.sql");
+const ADMIN_PURGE: &str = include_str!("../sql/postgres/admin_purge.sql");
+const ADMIN_REJECTION_LIST: &str = include_str!("../sql/postgres/admin_rejection_list.sql");
+
+impl PgStore {
+    pub(crate) async fn admin_status_counts(
+        &self,
+    ) -> Result<(Vec<StateCount>, StatusSummary), Error> {
+        let counts = sqlx::query(ADMIN_STATUS_COUNTS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                Ok(StateCount {
+                    state: r.try_get("state")?,
+                    destination: r.try_get("destination")?,
+                    ops: r.try_get("ops")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)?;
+        let r = sqlx::query(ADMIN_STATUS_SUMMARY)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let summary = (|| {
+            Ok::<_, sqlx::Error>(StatusSummary {
+                oldest_pending_ms: r.try_get("oldest_pending_ms")?,
+                due_now: r.try_get("due_now")?,
+                dead_last_day: r.try_get("dead_last_day")?,
+                rejections_last_hour: r.try_get("rejections_last_hour")?,
+            })
+        })()
+        .map_err(map_err)?;
+        Ok((counts, summary))
+    }
+
+    pub(crate) async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
+        let destinations: Vec<String> =
+            if filter.idempotency_key.is_some() && filter.destination.is_none() {
+                sqlx::query_scalar(ADMIN_DESTINATION_LIST)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(map_err)?
+            } else {
+                Vec::new()
+            };
+        let mut qb = sqlx::QueryBuilder::<sqlx::Postgres>::new(ADMIN_OP_LIST);
+        push_filter!(qb, filter, &destinations, |t: OffsetDateTime| t);
+        qb.build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(op_summary!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
+        sqlx::query_scalar(ADMIN_OP_FIND)
+            .bind(op_id.to_string())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_op_find_by_key(
+        &self,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row.map(|r| r.get("id")))
+    }
+
+    pub(crate) async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
+        let Some(r) = sqlx::query(ADMIN_OP_SHOW)
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let mut detail = (|| Ok::<_, sqlx::Error>(op_detail!(r)))().map_err(map_err)?;
+        detail.headers = parse_headers(r.get("headers"), Backend::Postgres)?;
+        detail.attempt_history = sqlx::query(ADMIN_ATTEMPT_LIST)
+            .bind(seq)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(attempt_row!(r)))
+            .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
+            .map_err(map_err)?;
+        Ok(Some(detail))
+    }
+
+    pub(crate) async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
+        sqlx::query_scalar(ADMIN_ATTEMPT_LAST_ID)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_attempts_after(
+        &self,
+        last_id: i64,
+        limit: u32,
+    ) -> Result<Vec<AttemptRow>, Error> {
+        sqlx::query(ADMIN_ATTEMPT_TAIL)
+            .bind(last_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(attempt_row!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)
+    }
+
+    /// One batch of a replay or cancel, in one transaction.
+    pub(crate) async fn admin_change(
+        &self,
+        action: Action,
+        seqs: &[i64],
+        change: &Change,
+    ) -> Result<ChangeReport, Error> {
+        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let locked = sqlx::query(ADMIN_OP_LOCK)
+            .bind(seqs)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(locked_op!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)?;
+        let mut report = admin::decide(action, seqs, &locked, change.force);
+        report.dry_run = change.dry_run;
+        if change.dry_run {
+            tx.rollback().await.map_err(map_err)?;
+            return Ok(report);
+        }
+        if !report.changed.is_empty() {
+            let statement = match action {
+                Action::Replay => sqlx::query(ADMIN_OP_REPLAY).bind(&report.changed),
+                Action::Cancel => sqlx::query(ADMIN_OP_CANCEL)
+                    .bind(&report.changed)
+                    .bind(admin::cancel_note(change)),
+            };
+            statement.execute(&mut *tx).await.map_err(map_err)?;
+        }
+        self.admin_log(
+            &mut tx,
+            change,
+            action.as_str(),
+            &admin::log_details(&report),
+        )
+        .await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(report)
+    }
+
+    async fn admin_log(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        sqlx::query(ADMIN_LOG_INSERT)
+            .bind(&change.actor)
+            .bind(action)
+            .bind(&change.reason)
+            .bind(details)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn admin_purge(
+        &self,
+        states: &[OpState],
+        older_than_ms: i64,
+        change: &Change,
+    ) -> Result<PurgeReport, Error> {
+        let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+        let mut report = PurgeReport {
+            dry_run: change.dry_run,
+            ..PurgeReport::default()
+        };
+        if change.dry_run {
+            let rows = sqlx::query(ADMIN_PURGE_COUNT)
+                .bind(&names)
+                .bind(older_than_ms)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+            for r in rows {
+                admin::tally(&mut report, r.get("state"), r.get("ops"));
+            }
+            return Ok(report);
+        }
+        loop {
+            let deleted: Vec<String> = sqlx::query_scalar(ADMIN_PURGE)
+                .bind(&names)
+                .bind(older_than_ms)
+                .bind(admin::CHANGE_BATCH as i64)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+            for state in &deleted {
+                admin::tally(&mut report, state.clone(), 1);
+            }
+            if deleted.len() < admin::CHANGE_BATCH {
+                break;
+            }
+        }
+        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let details = serde_json::json!({"older_than_ms": older_than_ms, "states": names, "deleted": report.by_state}).to_string();
+        self.admin_log(&mut conn, change, "purge", &details).await?;
+        Ok(report)
+    }
+
+    pub(crate) async fn admin_rejections(
+        &self,
+        since_ms: i64,
+        resource: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RejectionRow>, Error> {
+        let rows = sqlx::query(ADMIN_REJECTION_LIST)
+            .bind(since_ms)
+            .bind(resource)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(rows
+            .iter()
+            .map(|r| RejectionRow {
+                id: r.get("id"),
+                resource: r.get("resource"),
+                owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
+                token: FencingToken::new(r.get("fence")),
+                current_token: r
+                    .get::<Option<i64>, _>("current_fence")
+                    .map(FencingToken::new),
+                destination: r.get("destination"),
+                idempotency_key: r.get("idempotency_key"),
+                stage: r.get("stage"),
+                reason: r.get("reason"),
+                rejected_at: r.get("rejected_at"),
+            })
+            .collect())
+    }
+}
+
+/// The one-row part of `status`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StatusSummary {
+    pub(crate) oldest_pending_ms: Option<i64>,
+    pub(crate) due_now: i64,
+    pub(crate) dead_last_day: i64,
+    pub(crate) rejections_last_hour: i64,
+}

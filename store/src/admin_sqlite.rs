@@ -1,0 +1,338 @@
+//! The SQLite side of `outboxctl` (see `admin.rs`): one function per `sql/sqlite/admin_*` file;
+//! replay and cancel run in one `BEGIN IMMEDIATE` transaction per batch (SQLite's one writer).
+
+use sqlx::Row;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::admin::{
+    self, Action, AttemptRow, Change, ChangeReport, OpDetail, OpFilter, OpSummary, PurgeReport,
+    StateCount, attempt_row, locked_op, op_detail, op_summary, push_filter,
+};
+use crate::admin_postgres::StatusSummary;
+use crate::dispatch::parse_headers;
+use crate::error::{Backend, Error};
+use crate::model::FencingToken;
+use crate::op::{OpState, RejectionRow};
+use crate::sqlite::{BEGIN_IMMEDIATE, SqliteStore, map_err};
+
+const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/sqlite/admin_status_counts.sql");
+const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/sqlite/admin_status_summary.sql");
+const ADMIN_OP_LIST: &str = include_str!("../sql/sqlite/admin_op_list.sql");
+const ADMIN_DESTINATION_LIST: &str = include_str!("../sql/sqlite/admin_destination_list.sql");
+const ADMIN_OP_SHOW: &str = include_str!("../sql/sqlite/admin_op_show.sql");
+const ADMIN_OP_FIND: &str = include_str!("../sql/sqlite/admin_op_find.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../sql/sqlite/op_find_by_key.sql");
+const ADMIN_ATTEMPT_LIST: &str = include_str!("../sql/sqlite/admin_attempt_list.sql");
+const ADMIN_ATTEMPT_TAIL: &str = include_str!("../sql/sqlite/admin_attempt_tail.sql");
+const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../sql/sqlite/admin_attempt_last_id.sql");
+const ADMIN_OP_LOCK: &str = include_str!("../sql/sqlite/admin_op_lock.sql");
+const ADMIN_OP_REPLAY: &str = include_str!("../sql/sqlite/admin_op_replay.sql");
+const ADMIN_OP_CANCEL: &str = include_str!("../sql/sqlite/admin_op_cancel.sql");
+const ADMIN_LOG_INSERT: &str = include_str!("../sql/sqlite/admin_log_insert.sql");
+const ADMIN_PURGE_COUNT: &str = include_str!("../sql/sqlite/admin_purge_count.sql");
+const ADMIN_PURGE: &str = include_str!("../sql/sqlite/admin_purge.sql");
+const ADMIN_REJECTION_LIST: &str = include_str!("../sql/sqlite/admin_rejection_list.sql");
+
+impl SqliteStore {
+    pub(crate) async fn admin_status_counts(
+        &self,
+    ) -> Result<(Vec<StateCount>, StatusSummary), Error> {
+        let counts = sqlx::query(ADMIN_STATUS_COUNTS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                Ok(StateCount {
+                    state: r.try_get("state")?,
+                    destination: r.try_get("destination")?,
+                    ops: r.try_get("ops")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)?;
+        let r = sqlx::query(ADMIN_STATUS_SUMMARY)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let summary = (|| {
+            Ok::<_, sqlx::Error>(StatusSummary {
+                oldest_pending_ms: r.try_get("oldest_pending_ms")?,
+                due_now: r.try_get("due_now")?,
+                dead_last_day: r.try_get("dead_last_day")?,
+                rejections_last_hour: r.try_get("rejections_last_hour")?,
+            })
+        })()
+        .map_err(map_err)?;
+        Ok((counts, summary))
+    }
+
+    pub(crate) async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
+        let destinations: Vec<String> =
+            if filter.idempotency_key.is_some() && filter.destination.is_none() {
+                sqlx::query_scalar(ADMIN_DESTINATION_LIST)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(map_err)?
+            } else {
+                Vec::new()
+            };
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(ADMIN_OP_LIST);
+        push_filter!(qb, filter, &destinations, sqlite_time);
+        qb.build()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(op_summary!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
+        sqlx::query_scalar(ADMIN_OP_FIND)
+            .bind(op_id.hyphenated().to_string())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_op_find_by_key(
+        &self,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(row.map(|r| r.get("id")))
+    }
+
+    pub(crate) async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
+        let Some(r) = sqlx::query(ADMIN_OP_SHOW)
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(map_err)?
+        else {
+            return Ok(None);
+        };
+        let mut detail = (|| Ok::<_, sqlx::Error>(op_detail!(r)))().map_err(map_err)?;
+        detail.headers = parse_headers(r.get("headers"), Backend::Sqlite)?;
+        detail.attempt_history = sqlx::query(ADMIN_ATTEMPT_LIST)
+            .bind(seq)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(attempt_row!(r)))
+            .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
+            .map_err(map_err)?;
+        Ok(Some(detail))
+    }
+
+    pub(crate) async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
+        sqlx::query_scalar(ADMIN_ATTEMPT_LAST_ID)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)
+    }
+
+    pub(crate) async fn admin_attempts_after(
+        &self,
+        last_id: i64,
+        limit: u32,
+    ) -> Result<Vec<AttemptRow>, Error> {
+        sqlx::query(ADMIN_ATTEMPT_TAIL)
+            .bind(last_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(attempt_row!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)
+    }
+
+    /// One batch of a replay or cancel, in one transaction.
+    pub(crate) async fn admin_change(
+        &self,
+        action: Action,
+        seqs: &[i64],
+        change: &Change,
+    ) -> Result<ChangeReport, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let locked = sqlx::query(ADMIN_OP_LOCK)
+            .bind(json_ids(seqs))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok(locked_op!(r)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(map_err)?;
+        let mut report = admin::decide(action, seqs, &locked, change.force);
+        report.dry_run = change.dry_run;
+        if change.dry_run {
+            tx.rollback().await.map_err(map_err)?;
+            return Ok(report);
+        }
+        if !report.changed.is_empty() {
+            let statement = match action {
+                Action::Replay => sqlx::query(ADMIN_OP_REPLAY).bind(json_ids(&report.changed)),
+                Action::Cancel => sqlx::query(ADMIN_OP_CANCEL)
+                    .bind(json_ids(&report.changed))
+                    .bind(admin::cancel_note(change)),
+            };
+            statement.execute(&mut *tx).await.map_err(map_err)?;
+        }
+        self.admin_log(
+            &mut tx,
+            change,
+            action.as_str(),
+            &admin::log_details(&report),
+        )
+        .await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(report)
+    }
+
+    async fn admin_log(
+        &self,
+        tx: &mut sqlx::SqliteConnection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        sqlx::query(ADMIN_LOG_INSERT)
+            .bind(&change.actor)
+            .bind(action)
+            .bind(&change.reason)
+            .bind(details)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn admin_purge(
+        &self,
+        states: &[OpState],
+        older_than_ms: i64,
+        change: &Change,
+    ) -> Result<PurgeReport, Error> {
+        let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+        let names_json = serde_json::to_string(&names).unwrap_or_default();
+        let mut report = PurgeReport {
+            dry_run: change.dry_run,
+            ..PurgeReport::default()
+        };
+        if change.dry_run {
+            let rows = sqlx::query(ADMIN_PURGE_COUNT)
+                .bind(&names_json)
+                .bind(older_than_ms)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+            for r in rows {
+                admin::tally(&mut report, r.get("state"), r.get("ops"));
+            }
+            return Ok(report);
+        }
+        loop {
+            let deleted: Vec<String> = sqlx::query_scalar(ADMIN_PURGE)
+                .bind(&names_json)
+                .bind(older_than_ms)
+                .bind(admin::CHANGE_BATCH as i64)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(map_err)?;
+            for state in &deleted {
+                admin::tally(&mut report, state.clone(), 1);
+            }
+            if deleted.len() < admin::CHANGE_BATCH {
+                break;
+            }
+        }
+        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        let details = serde_json::json!({"older_than_ms": older_than_ms, "states": names, "deleted": report.by_state}).to_string();
+        self.admin_log(&mut conn, change, "purge", &details).await?;
+        Ok(report)
+    }
+
+    pub(crate) async fn admin_rejections(
+        &self,
+        since_ms: i64,
+        resource: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RejectionRow>, Error> {
+        let rows = sqlx::query(ADMIN_REJECTION_LIST)
+            .bind(since_ms)
+            .bind(resource)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                Ok(RejectionRow {
+                    id: r.get("id"),
+                    resource: r.get("resource"),
+                    owner_id: r.get::<String, _>("owner_id").parse()?,
+                    token: FencingToken::new(r.get("fence")),
+                    current_token: r
+                        .get::<Option<i64>, _>("current_fence")
+                        .map(FencingToken::new),
+                    destination: r.get("destination"),
+                    idempotency_key: r.get("idempotency_key"),
+                    stage: r.get("stage"),
+                    reason: r.get("reason"),
+                    rejected_at: r.get("rejected_at"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Ids as the JSON array the SQLite statements read with `json_each`.
+fn json_ids(ids: &[i64]) -> String {
+    serde_json::to_string(ids).unwrap_or_default()
+}
+
+/// A time as SQLite stores it (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so text comparisons order
+/// correctly.
+fn sqlite_time(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_time;
+
+    #[test]
+    fn times_compare_like_stored_ones() {
+        let t = time::OffsetDateTime::from_unix_timestamp_nanos(1_782_889_503_250_000_000)
+            .unwrap()
+            .to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap());
+        assert_eq!(sqlite_time(t), "2026-07-01T07:05:03.250Z");
+    }
+}
