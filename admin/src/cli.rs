@@ -26,6 +26,11 @@ pub(crate) struct Global {
     )]
     pub(crate) database_url: Option<String>,
 
+    /// The dispatcher's config file: its database is used (with the same OUTBOX_* overrides
+    /// and ${ENV} interpolation). --database-url wins when both are given.
+    #[arg(long, env = "OUTBOX_CONFIG", global = true, value_name = "FILE")]
+    pub(crate) config: Option<String>,
+
     /// Print JSON for scripts (one object; one object per line for lists).
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -59,6 +64,165 @@ pub(crate) enum Command {
     ///   --destination statements --method POST --path /v1/statements
     ///   --body '{"account":1842}' --idempotency-key statement-1842-2026-07 --json
     Enqueue(Box<EnqueueArgs>),
+    /// Counts by state and destination, oldest pending age, ops due now, dead ops of the last
+    /// 24 h, each partition's dispatcher lease and stale enqueues of the last hour.
+    ///
+    /// Example: outboxctl status --config /etc/outbox/dispatcher.toml
+    Status,
+    /// Ops newest first, filtered; page on with --after (the last SEQ shown).
+    ///
+    /// Example: outboxctl list --state dead --destination statements --since 2h --limit 20
+    List(ListArgs),
+    /// One op (by SEQ or op id, or by destination and key) with its attempt history.
+    ///
+    /// Example: outboxctl show 1842 --body    or    outboxctl show --destination statements
+    ///   --key statement-1842-2026-07
+    Show(ShowArgs),
+    /// Move dead or cancelled ops back to pending, due now, with a fresh retry budget, their
+    /// history and idempotency key kept. Refuses delivered ops and ops of superseded tokens
+    /// unless --force, and in-flight ops always. Logged with who and why.
+    ///
+    /// Example: outboxctl replay --state dead --destination statements --since 1h
+    ///   --reason "statement API outage INC-311 is over" --dry-run
+    Replay(ChangeArgs),
+    /// Cancel pending or dead ops: they are never sent afterwards. Logged with who and why.
+    ///
+    /// Example: outboxctl cancel 1842 1843 --reason "customer closed the account"
+    Cancel(ChangeArgs),
+    /// Delete finished ops (and their attempts) older than a cut-off, in batches.
+    ///
+    /// Example: outboxctl purge --older-than 7d --state delivered --state cancelled --dry-run
+    Purge(PurgeArgs),
+    /// Enqueues refused because the owner's lease was stale, expired or gone.
+    ///
+    /// Example: outboxctl rejections --since 1h --resource statement:1842
+    Rejections(RejectionArgs),
+    /// Follow attempts as they are recorded, one line each, until Ctrl-C.
+    ///
+    /// Example: outboxctl tail --config /etc/outbox/dispatcher.toml
+    Tail(TailArgs),
+    /// Print a shell completion script.
+    ///
+    /// Example: outboxctl completions bash > /etc/bash_completion.d/outboxctl
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Which ops: the filters `list` takes, also used by `replay` and `cancel`.
+#[derive(Debug, Args, Default)]
+pub(crate) struct FilterArgs {
+    /// Only ops in this state (pending, in_flight, delivered, dead, cancelled, superseded);
+    /// repeat for more.
+    #[arg(long = "state", value_name = "STATE")]
+    pub(crate) states: Vec<String>,
+    /// Only ops for this destination.
+    #[arg(long)]
+    pub(crate) destination: Option<String>,
+    /// Only ops of this resource.
+    #[arg(long)]
+    pub(crate) resource: Option<String>,
+    /// Only ops with this idempotency key.
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// Only ops enqueued within this long (e.g. 2h) or since this RFC 3339 time.
+    #[arg(long, value_name = "AGE|TIME")]
+    pub(crate) since: Option<String>,
+    /// Only ops enqueued before this RFC 3339 time (or this long ago, e.g. 1d).
+    #[arg(long, value_name = "AGE|TIME")]
+    pub(crate) before: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub(crate) filter: FilterArgs,
+    /// Show ops older than this SEQ (the last one of the previous page).
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) after: Option<i64>,
+    /// How many at most.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The op's SEQ or op id (UUID).
+    #[arg(required_unless_present = "key", conflicts_with = "key")]
+    pub(crate) op: Option<String>,
+    /// With --key: the op's destination.
+    #[arg(long, requires = "key")]
+    pub(crate) destination: Option<String>,
+    /// The op's idempotency key (with --destination).
+    #[arg(long, requires = "destination")]
+    pub(crate) key: Option<String>,
+    /// Print the body too.
+    #[arg(long)]
+    pub(crate) body: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChangeArgs {
+    /// The ops, by SEQ or op id. Or select them with the filters below.
+    pub(crate) ops: Vec<String>,
+    #[command(flatten)]
+    pub(crate) filter: FilterArgs,
+    /// Why (required): recorded in outbox_admin_log.
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// Who: recorded in outbox_admin_log [default: $USER].
+    #[arg(long, env = "USER", hide_env_values = true)]
+    pub(crate) actor: Option<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// replay only: also delivered ops and ops of superseded tokens.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PurgeArgs {
+    /// Delete ops that finished longer ago than this, e.g. 7d.
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) older_than: Duration,
+    /// delivered, dead, cancelled or superseded; repeat for more [default: delivered,
+    /// cancelled, superseded].
+    #[arg(long = "state", value_name = "STATE")]
+    pub(crate) states: Vec<String>,
+    /// Why: recorded in outbox_admin_log [default: "retention"].
+    #[arg(long, default_value = "retention")]
+    pub(crate) reason: String,
+    /// Who: recorded in outbox_admin_log [default: $USER].
+    #[arg(long, env = "USER", hide_env_values = true)]
+    pub(crate) actor: Option<String>,
+    /// Count what would be deleted, delete nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RejectionArgs {
+    /// How far back, e.g. 1h.
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub(crate) since: Duration,
+    /// Only this resource.
+    #[arg(long)]
+    pub(crate) resource: Option<String>,
+    /// How many at most.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TailArgs {
+    /// How often to look for new attempts.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub(crate) interval: Duration,
+    /// Start with every recorded attempt instead of only new ones.
+    #[arg(long)]
+    pub(crate) from_start: bool,
 }
 
 /// Which lease: the values `outboxctl lease acquire` printed.

@@ -17,6 +17,8 @@ pub(crate) const ERROR: u8 = 1;
 pub(crate) const INVALID: u8 = 2;
 /// Stale token, expired or lost lease: this owner's generation is over.
 pub(crate) const STALE: u8 = 3;
+/// The op (or other named thing) does not exist.
+pub(crate) const NOT_FOUND: u8 = 4;
 /// The idempotency key holds a different request.
 pub(crate) const CONFLICT: u8 = 5;
 /// Another owner holds the lease.

@@ -1,7 +1,9 @@
 //! Output: readable tables with relative times for people, JSON for scripts.
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use outbox_store::LeaseRow;
 use serde::Serialize;
+use time::OffsetDateTime;
 
 /// A table with these column headers, drawn plainly so it survives copy and paste.
 pub(crate) fn table(headers: &[&str]) -> Table {
@@ -43,6 +45,51 @@ pub(crate) fn relative_ms(ms: i64) -> String {
         format!("in {text}")
     } else {
         format!("{text} ago")
+    }
+}
+
+/// A lease's row: resource, token, state, owner, expiry.
+pub(crate) fn lease_cells(row: &LeaseRow) -> Vec<String> {
+    let state = match (row.held, row.owner_id) {
+        (true, _) => "held",
+        (false, Some(_)) => "expired",
+        (false, None) => "free",
+    };
+    vec![
+        row.resource.to_string(),
+        row.token.to_string(),
+        state.to_owned(),
+        or_dash(row.owner_id),
+        row.remaining_ms
+            .map(relative_ms)
+            .unwrap_or_else(|| "-".to_owned()),
+    ]
+}
+
+/// The value, or `-` when there is none.
+pub(crate) fn or_dash<T: std::fmt::Display>(value: Option<T>) -> String {
+    value
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// How long ago (or ahead) `t` is from now, as [`relative_ms`] says it.
+pub(crate) fn relative(t: OffsetDateTime) -> String {
+    let ms = (t - OffsetDateTime::now_utc()).whole_milliseconds();
+    relative_ms(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+/// `t` as RFC 3339, for where an exact time matters.
+pub(crate) fn exact(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// `text` cut to `max` characters, with … when cut.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
     }
 }
 

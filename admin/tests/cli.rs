@@ -38,7 +38,10 @@ async fn migrate_applies_once_then_reports_up_to_date(db: TestDb) {
     assert!(again.status.success(), "{}", stderr(&again));
     let report: serde_json::Value = serde_json::from_str(stdout(&again).trim()).unwrap();
     assert_eq!(report["applied"], serde_json::json!([]));
-    assert_eq!(report["already_applied"], serde_json::json!(["0001_init"]));
+    assert_eq!(
+        report["already_applied"],
+        serde_json::json!(["0001_init", "0002_admin"])
+    );
 }
 
 async fn lease_list_shows_tokens_owners_and_state(db: TestDb) {

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use outbox_producer::{FencingToken, Lease, Outbox, OwnerId, ResourceName};
-use outbox_store::{LeaseRow, Store};
+use outbox_store::Store;
 use time::OffsetDateTime;
 
 use crate::cli::LeaseArgs;
@@ -100,27 +100,9 @@ pub(crate) async fn list(store: &Store, json: bool) -> Result<(), CliError> {
     }
     let mut table = render::table(&["RESOURCE", "TOKEN", "STATE", "OWNER", "EXPIRES"]);
     for row in &rows {
-        table.add_row(vec![
-            row.resource.to_string(),
-            row.token.to_string(),
-            state(row).to_owned(),
-            row.owner_id
-                .map(|o| o.to_string())
-                .unwrap_or_else(|| "-".to_owned()),
-            row.remaining_ms
-                .map(render::relative_ms)
-                .unwrap_or_else(|| "-".to_owned()),
-        ]);
+        table.add_row(render::lease_cells(row));
     }
     println!("{table}");
     println!("{}", render::count(rows.len(), "lease"));
     Ok(())
-}
-
-fn state(row: &LeaseRow) -> &'static str {
-    match (row.held, row.owner_id) {
-        (true, _) => "held",
-        (false, Some(_)) => "expired",
-        (false, None) => "free",
-    }
 }

@@ -1,18 +1,37 @@
 //! One module per subcommand; `run` connects and dispatches.
 
+mod change;
 mod enqueue;
 mod lease;
+mod list;
 mod migrate;
+mod purge;
+mod rejections;
+mod select;
+mod show;
+mod status;
+mod tail;
 
-use outbox_store::{Store, StoreOptions, TtlBounds};
+use std::collections::HashMap;
 
+use clap::CommandFactory as _;
 use outbox_producer::Outbox;
+use outbox_store::{Store, StoreOptions, TtlBounds};
 
 use crate::cli::{Cli, Command, Global, LeaseCommand};
 use crate::exit::CliError;
 
 /// Runs the parsed command line.
 pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "outboxctl",
+            &mut std::io::stdout(),
+        );
+        return Ok(());
+    }
     let store = connect(&cli.global).await?;
     let json = cli.global.json;
     let outbox = Outbox::from_store(store.clone()).with_max_body_bytes(cli.global.max_body_bytes);
@@ -29,20 +48,46 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
             lease::release(&outbox, &lease, json).await
         }
         Command::Enqueue(args) => enqueue::run(&outbox, *args, json).await,
+        Command::Status => status::run(&store, json).await,
+        Command::List(args) => list::run(&store, &args, json).await,
+        Command::Show(args) => show::run(&store, &args, json).await,
+        Command::Replay(args) => change::run(&store, change::Verb::Replay, &args, json).await,
+        Command::Cancel(args) => change::run(&store, change::Verb::Cancel, &args, json).await,
+        Command::Purge(args) => purge::run(&store, &args, json).await,
+        Command::Rejections(args) => rejections::run(&store, &args, json).await,
+        Command::Tail(args) => tail::run(&store, &args, json).await,
+        Command::Completions { .. } => Ok(()),
     };
     store.close().await;
     result
 }
 
 async fn connect(global: &Global) -> Result<Store, CliError> {
-    let url = global.database_url.as_deref().ok_or_else(|| {
-        CliError::invalid("no database: pass --database-url URL or set OUTBOX_DATABASE_URL")
-    })?;
+    let url = database_url(global)?;
     let options = StoreOptions {
         lease_ttl: TtlBounds::new(global.lease_min_ttl, global.lease_max_ttl)?,
         max_connections: 2,
         application_name: "outboxctl".to_owned(),
         ..StoreOptions::default()
     };
-    Ok(Store::connect(url, options).await?)
+    Ok(Store::connect(&url, options).await?)
+}
+
+/// --database-url, else the database of the dispatcher's config file (read the way the
+/// dispatcher reads it: OUTBOX_* overrides and ${ENV} interpolation included).
+fn database_url(global: &Global) -> Result<String, CliError> {
+    if let Some(url) = &global.database_url {
+        return Ok(url.clone());
+    }
+    let Some(path) = &global.config else {
+        return Err(CliError::invalid(
+            "no database: pass --database-url URL (or OUTBOX_DATABASE_URL) or --config FILE",
+        ));
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::invalid(format!("cannot read config {path}: {e}")))?;
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let config = outbox_dispatcher::config::Config::load(Some(&text), &env)
+        .map_err(|e| CliError::invalid(format!("config {path}: {e}")))?;
+    Ok(config.database_url.expose().to_owned())
 }

@@ -1,0 +1,152 @@
+//! `outboxctl show`: what happened to one op, attempt by attempt.
+
+use outbox_store::Store;
+use outbox_store::admin::OpDetail;
+
+use crate::cli::ShowArgs;
+use crate::cmd::select;
+use crate::exit::{self, CliError};
+use crate::render;
+
+/// Bytes of body shown with --body in the table view (JSON shows all of it).
+const BODY_PREVIEW: usize = 4096;
+
+pub(crate) async fn run(store: &Store, args: &ShowArgs, json: bool) -> Result<(), CliError> {
+    let seq = match (&args.op, &args.destination, &args.key) {
+        (Some(op), _, _) => select::resolve(store, op).await?,
+        (None, Some(destination), Some(key)) => store
+            .admin_op_find_by_key(destination, key)
+            .await?
+            .ok_or_else(|| {
+                CliError::new(
+                    exit::NOT_FOUND,
+                    format!("no op for key {key:?} at {destination}"),
+                )
+            })?,
+        _ => {
+            return Err(CliError::invalid(
+                "name an op: SEQ, op id, or --destination and --key",
+            ));
+        }
+    };
+    let op = store
+        .admin_op_show(seq)
+        .await?
+        .ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {seq}")))?;
+    if json {
+        let mut value = serde_json::to_value(&op).map_err(|e| CliError::other(e.to_string()))?;
+        if args.body {
+            value["body"] = String::from_utf8_lossy(&op.body).into_owned().into();
+        }
+        render::json_line(&value);
+        return Ok(());
+    }
+    print_op(&op, args.body);
+    Ok(())
+}
+
+fn print_op(op: &OpDetail, body: bool) {
+    let s = &op.summary;
+    let newest = match op.resource_token {
+        Some(t) if t > s.token => format!(" (superseded: the resource's newest token is {t})"),
+        _ => String::new(),
+    };
+    let lines = [
+        ("op", format!("{} (seq {})", s.op_id, s.seq)),
+        ("state", s.state.clone()),
+        ("resource", s.resource.clone()),
+        ("token", format!("{}{newest}", s.token)),
+        ("owner", op.owner_id.clone()),
+        ("destination", s.destination.clone()),
+        ("request", format!("{} {}", op.method, op.path)),
+        ("idempotency key", s.idempotency_key.clone()),
+        ("order key", render::or_dash(op.order_key.as_deref())),
+        (
+            "enqueued",
+            format!(
+                "{} ({})",
+                render::relative(s.created_at),
+                render::exact(s.created_at)
+            ),
+        ),
+        ("attempts", attempts_line(op)),
+        ("next attempt", next_attempt(op)),
+        (
+            "delivered",
+            op.delivered_at
+                .map(render::relative)
+                .unwrap_or_else(|| "-".to_owned()),
+        ),
+        ("last error", render::or_dash(s.last_error.as_deref())),
+        (
+            "body",
+            format!(
+                "{} bytes, {}",
+                s.body_bytes,
+                render::or_dash(op.content_type.as_deref())
+            ),
+        ),
+    ];
+    for (name, value) in lines {
+        println!("{name:>16}: {value}");
+    }
+    for (name, value) in &op.headers {
+        println!("{:>16}: {name}: {value}", "header");
+    }
+    if body {
+        let text = String::from_utf8_lossy(&op.body);
+        println!("{}", render::clip(&text, BODY_PREVIEW));
+    }
+    if op.attempt_history.is_empty() {
+        println!("no attempts yet");
+        return;
+    }
+    let mut table = render::table(&[
+        "#",
+        "DISPATCHER TOKEN",
+        "STARTED",
+        "DURATION",
+        "OUTCOME",
+        "STATUS",
+        "ERROR",
+        "RESPONSE",
+    ]);
+    for a in &op.attempt_history {
+        table.add_row(vec![
+            a.attempt.to_string(),
+            a.dispatcher_token.to_string(),
+            render::relative(a.started_at),
+            a.duration_ms
+                .map(|ms| format!("{ms} ms"))
+                .unwrap_or_else(|| "-".to_owned()),
+            render::or_dash(a.outcome.as_deref()),
+            render::or_dash(a.http_status),
+            render::clip(a.error.as_deref().unwrap_or("-"), 60),
+            render::clip(a.response_excerpt.as_deref().unwrap_or("-"), 60),
+        ]);
+    }
+    println!("{table}");
+}
+
+fn attempts_line(op: &OpDetail) -> String {
+    match op.retry_since {
+        Some(at) => format!(
+            "{} ({} before the replay {})",
+            op.summary.attempts,
+            op.retry_base_attempts,
+            render::relative(at)
+        ),
+        None => op.summary.attempts.to_string(),
+    }
+}
+
+fn next_attempt(op: &OpDetail) -> String {
+    match op.summary.state.as_str() {
+        "pending" => render::relative(op.summary.next_attempt_at),
+        "in_flight" => format!(
+            "in flight (dispatcher token {})",
+            render::or_dash(op.claimed_by_token)
+        ),
+        _ => "-".to_owned(),
+    }
+}

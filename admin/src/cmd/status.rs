@@ -1,0 +1,44 @@
+//! `outboxctl status`: the outbox at a glance.
+
+use outbox_store::Store;
+
+use crate::exit::CliError;
+use crate::render;
+
+pub(crate) async fn run(store: &Store, json: bool) -> Result<(), CliError> {
+    let status = store.admin_status().await?;
+    if json {
+        render::json_line(&status);
+        return Ok(());
+    }
+    let mut table = render::table(&["STATE", "DESTINATION", "OPS"]);
+    for c in &status.counts {
+        table.add_row(vec![
+            c.state.clone(),
+            c.destination.clone(),
+            c.ops.to_string(),
+        ]);
+    }
+    println!("{table}");
+    let oldest = status
+        .oldest_pending_ms
+        .map(|ms| render::relative_ms(-ms))
+        .unwrap_or_else(|| "none pending".to_owned());
+    println!("oldest pending: {oldest}");
+    println!("due now: {}", status.due_now);
+    println!("dead in the last 24 h: {}", status.dead_last_day);
+    println!(
+        "stale enqueues refused in the last hour: {}",
+        status.rejections_last_hour
+    );
+    if status.partitions.is_empty() {
+        println!("dispatcher partitions: none has ever run");
+        return Ok(());
+    }
+    let mut table = render::table(&["PARTITION", "TOKEN", "STATE", "OWNER", "EXPIRES"]);
+    for p in &status.partitions {
+        table.add_row(render::lease_cells(p));
+    }
+    println!("{table}");
+    Ok(())
+}

@@ -1,0 +1,616 @@
+//! `outboxctl` inspecting and fixing ops, end to end on every backend: the real binary next to
+//! a real dispatcher (in this process) delivering to a recording HTTP server on 127.0.0.1.
+//! Checked: output, exit codes and the database afterwards — a dead op replayed and delivered,
+//! every replay refusal, cancel meaning never sent, dry runs changing nothing, purge, list
+//! filters and paging, rejections, tail, and replays racing a working dispatcher.
+
+use std::collections::HashMap;
+use std::process::Output;
+use std::time::Duration;
+
+use outbox_dispatcher::Config;
+use outbox_producer::{Lease, Operation, Outbox};
+use outbox_tests::{Receiver, Reply, TestDb, conformance, wait_until};
+use tokio_util::sync::CancellationToken;
+
+/// Runs outboxctl against `db` with `args`, without blocking the runtime the dispatcher uses.
+async fn ctl(db: &TestDb, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(args)
+        .env("OUTBOX_DATABASE_URL", db.url())
+        .env("USER", "ana")
+        .output()
+        .await
+        .expect("run outboxctl")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The one JSON object a successful `--json` call printed.
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", text(out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+}
+
+/// The JSON lines a successful list call printed.
+fn lines(out: &Output) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "{}", text(out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A dispatcher running in this process until stopped.
+struct Dispatcher {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
+}
+
+impl Dispatcher {
+    /// Delivers `statements` ops to `receiver`; a 400 is final, so ops die at once.
+    fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+        let text = format!(
+            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\n",
+            db.url(),
+            receiver.url()
+        );
+        let config = Config::load(Some(&text), &HashMap::new()).expect("config");
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
+        Dispatcher { shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("task").expect("dispatcher");
+    }
+}
+
+async fn lease(outbox: &Outbox, resource: &str) -> Lease {
+    outbox
+        .try_acquire(resource, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free resource")
+}
+
+fn statement(key: &str) -> Operation {
+    Operation::post("statements", "/v1/statements")
+        .json(&serde_json::json!({"statement": key}))
+        .idempotency_key(key)
+        .unordered()
+        .build()
+        .unwrap()
+}
+
+async fn state_of(db: &TestDb, seq: i64) -> String {
+    db.ops()
+        .await
+        .into_iter()
+        .find(|o| o.seq == seq)
+        .map(|o| o.state)
+        .unwrap_or_default()
+}
+
+async fn until_state(db: &TestDb, seq: i64, state: &str) {
+    wait_until(
+        Duration::from_secs(30),
+        &format!("op {seq} {state}"),
+        || async { state_of(db, seq).await == state },
+    )
+    .await;
+}
+
+/// The transcript the issue asks for: status → list --state dead → show → replay → show.
+async fn a_dead_op_is_investigated_replayed_and_delivered(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/v1/statements",
+        [Reply::status(400).body("account 1842 is locked")],
+    );
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let lease = lease(&outbox, "statement:1842").await;
+    let op = outbox
+        .enqueue(&lease, &statement("statement-1842-2026-07"))
+        .await
+        .unwrap();
+    until_state(&db, op.seq, "dead").await;
+
+    let status = json(&ctl(&db, &["status", "--json"]).await);
+    assert_eq!(status["dead_last_day"], 1, "{status}");
+    assert!(
+        status["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["state"] == "dead" && c["destination"] == "statements" && c["ops"] == 1),
+        "{status}"
+    );
+    assert_eq!(status["partitions"][0]["held"], true, "{status}");
+    let table = text(&ctl(&db, &["status"]).await);
+    assert!(table.contains("dead in the last 24 h: 1"), "{table}");
+
+    let dead = lines(&ctl(&db, &["list", "--state", "dead", "--json"]).await);
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0]["seq"], op.seq);
+
+    let shown = json(&ctl(&db, &["show", &op.op_id.to_string(), "--json"]).await);
+    assert_eq!(shown["state"], "dead");
+    assert_eq!(shown["attempt_history"][0]["http_status"], 400);
+    assert_eq!(
+        shown["attempt_history"][0]["response_excerpt"],
+        "account 1842 is locked"
+    );
+    let table = text(&ctl(&db, &["show", &op.seq.to_string(), "--body"]).await);
+    assert!(
+        table.contains("statement-1842-2026-07") && table.contains("400"),
+        "{table}"
+    );
+
+    let replay = ctl(
+        &db,
+        &[
+            "replay",
+            &op.seq.to_string(),
+            "--reason",
+            "account unlocked",
+        ],
+    )
+    .await;
+    assert!(replay.status.success(), "{}", text(&replay));
+    assert!(text(&replay).contains("replayed 1 op"), "{}", text(&replay));
+    until_state(&db, op.seq, "delivered").await;
+
+    let shown = json(&ctl(&db, &["show", &op.seq.to_string(), "--json"]).await);
+    assert_eq!(shown["state"], "delivered");
+    assert_eq!(shown["attempts"], 2);
+    assert_eq!(shown["retry_base_attempts"], 1);
+    assert_eq!(shown["attempt_history"][1]["outcome"], "delivered");
+    let keys: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .collect();
+    assert_eq!(keys, ["statement-1842-2026-07", "statement-1842-2026-07"]);
+    dispatcher.stop().await;
+    assert_eq!(db.snapshot().await.last().unwrap(), "[1, 2, 0, 1]");
+}
+
+/// Replay refuses an op of a superseded token and a delivered op unless --force, an in-flight
+/// op always, and changes nothing it refused.
+async fn replay_refuses_superseded_delivered_and_in_flight_ops(db: TestDb) {
+    let outbox = db.outbox().await;
+    let old = lease(&outbox, "statement:1842").await;
+    let stale = outbox.enqueue(&old, &statement("old-token")).await.unwrap();
+    outbox.release(&old).await.unwrap();
+    let newer = lease(&outbox, "statement:1842").await;
+    let delivered = outbox
+        .enqueue(&newer, &statement("delivered"))
+        .await
+        .unwrap();
+    let flying = outbox.enqueue(&newer, &statement("flying")).await.unwrap();
+    db.execute("UPDATE outbox_ops SET state = 'dead' WHERE idempotency_key = 'old-token'")
+        .await;
+    db.execute("UPDATE outbox_ops SET state = 'delivered' WHERE idempotency_key = 'delivered'")
+        .await;
+    db.execute("UPDATE outbox_ops SET state = 'in_flight', claimed_by_fence = 1 WHERE idempotency_key = 'flying'")
+        .await;
+
+    for (seq, why) in [
+        (stale.seq, "superseded"),
+        (delivered.seq, "already delivered"),
+        (flying.seq, "in flight"),
+    ] {
+        let out = ctl(&db, &["replay", &seq.to_string(), "--reason", "try"]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains(why), "{}", text(&out));
+    }
+    assert_eq!(state_of(&db, stale.seq).await, "dead");
+    assert_eq!(state_of(&db, delivered.seq).await, "delivered");
+
+    let forced = ctl(
+        &db,
+        &[
+            "replay",
+            &stale.seq.to_string(),
+            &delivered.seq.to_string(),
+            &flying.seq.to_string(),
+            "--reason",
+            "resend on purpose",
+            "--force",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(forced.status.code(), Some(1), "{}", text(&forced));
+    let report: serde_json::Value = serde_json::from_slice(&forced.stdout).unwrap();
+    assert_eq!(
+        report["changed"],
+        serde_json::json!([stale.seq, delivered.seq])
+    );
+    assert_eq!(report["refused"][0]["seq"], flying.seq);
+    assert_eq!(state_of(&db, stale.seq).await, "pending");
+    assert_eq!(state_of(&db, delivered.seq).await, "pending");
+    assert_eq!(state_of(&db, flying.seq).await, "in_flight");
+
+    let missing = ctl(&db, &["replay", "999999", "--reason", "typo"]).await;
+    assert_eq!(missing.status.code(), Some(4), "{}", text(&missing));
+    let no_reason = ctl(&db, &["replay", &stale.seq.to_string(), "--reason", " "]).await;
+    assert_eq!(no_reason.status.code(), Some(2), "{}", text(&no_reason));
+}
+
+/// A cancelled pending op is never sent, even once a dispatcher runs; a cancelled op can be
+/// replayed.
+async fn a_cancelled_op_is_never_sent(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let lease = lease(&outbox, "statement:1842").await;
+    let cancelled = outbox
+        .enqueue(&lease, &statement("cancel-me"))
+        .await
+        .unwrap();
+    let out = ctl(
+        &db,
+        &[
+            "cancel",
+            &cancelled.op_id.to_string(),
+            "--reason",
+            "account closed",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out));
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let sent = outbox.enqueue(&lease, &statement("send-me")).await.unwrap();
+    until_state(&db, sent.seq, "delivered").await;
+    dispatcher.stop().await;
+    let keys: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .collect();
+    assert_eq!(keys, ["send-me"]);
+    let ops = db.ops().await;
+    assert_eq!(ops[0].state, "cancelled");
+    assert_eq!(
+        ops[0].last_error.as_deref(),
+        Some("cancelled by ana: account closed")
+    );
+    // Cancel refuses what is not pending or dead.
+    let again = ctl(&db, &["cancel", &sent.seq.to_string(), "--reason", "late"]).await;
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert_eq!(state_of(&db, sent.seq).await, "delivered");
+}
+
+/// --dry-run reports and changes nothing, logs nothing.
+async fn dry_runs_change_nothing(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "statement:1842").await;
+    for key in ["a", "b", "c"] {
+        outbox.enqueue(&lease, &statement(key)).await.unwrap();
+    }
+    db.execute("UPDATE outbox_ops SET state = 'dead', finished_at = '2020-01-01T00:00:00.000Z' WHERE idempotency_key = 'a'")
+        .await;
+    let before = (db.snapshot().await, db.ops().await);
+    let replay = ctl(
+        &db,
+        &["replay", "--state", "dead", "--reason", "r", "--dry-run"],
+    )
+    .await;
+    assert!(
+        text(&replay).contains("would have replayed 1 op"),
+        "{}",
+        text(&replay)
+    );
+    let cancel = ctl(
+        &db,
+        &[
+            "cancel",
+            "--state",
+            "pending",
+            "--reason",
+            "r",
+            "--dry-run",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(json(&cancel)["changed"].as_array().unwrap().len(), 2);
+    let purge = ctl(
+        &db,
+        &[
+            "purge",
+            "--older-than",
+            "1d",
+            "--state",
+            "dead",
+            "--dry-run",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(json(&purge)["total"], 1);
+    assert_eq!((db.snapshot().await, db.ops().await), before);
+}
+
+/// Purge deletes old finished ops with their attempts, keeps recent ones, refuses live states.
+async fn purge_deletes_old_finished_ops_only(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "statement:1842").await;
+    for key in ["old", "recent", "live"] {
+        outbox.enqueue(&lease, &statement(key)).await.unwrap();
+    }
+    db.execute("UPDATE outbox_ops SET state = 'delivered', finished_at = '2020-01-01T00:00:00.000Z' WHERE idempotency_key = 'old'")
+        .await;
+    db.execute("UPDATE outbox_ops SET state = 'delivered', finished_at = '2999-01-01T00:00:00.000Z' WHERE idempotency_key = 'recent'")
+        .await;
+    let refused = ctl(&db, &["purge", "--older-than", "1d", "--state", "pending"]).await;
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let out = ctl(&db, &["purge", "--older-than", "1d"]).await;
+    assert!(text(&out).contains("deleted 1 op"), "{}", text(&out));
+    let keys: Vec<String> = db
+        .ops()
+        .await
+        .into_iter()
+        .map(|o| o.idempotency_key)
+        .collect();
+    assert_eq!(keys, ["recent", "live"]);
+    assert_eq!(db.snapshot().await.last().unwrap(), "[2, 0, 0, 1]");
+}
+
+/// list filters by state, destination, resource and key, pages with --after, and says how to
+/// go on.
+async fn list_filters_and_pages(db: TestDb) {
+    let outbox = db.outbox().await;
+    let a = lease(&outbox, "statement:1").await;
+    let b = lease(&outbox, "statement:2").await;
+    let mut seqs = Vec::new();
+    for i in 0..5 {
+        let lease = if i % 2 == 0 { &a } else { &b };
+        seqs.push(
+            outbox
+                .enqueue(lease, &statement(&format!("k{i}")))
+                .await
+                .unwrap()
+                .seq,
+        );
+    }
+    let page = lines(&ctl(&db, &["list", "--limit", "2", "--json"]).await);
+    assert_eq!(
+        page.iter()
+            .map(|o| o["seq"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [seqs[4], seqs[3]]
+    );
+    let after = seqs[3].to_string();
+    let next = lines(&ctl(&db, &["list", "--limit", "2", "--after", &after, "--json"]).await);
+    assert_eq!(
+        next.iter()
+            .map(|o| o["seq"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        [seqs[2], seqs[1]]
+    );
+    let by_resource = lines(&ctl(&db, &["list", "--resource", "statement:2", "--json"]).await);
+    assert_eq!(by_resource.len(), 2);
+    let by_key = lines(
+        &ctl(
+            &db,
+            &[
+                "list",
+                "--key",
+                "k3",
+                "--destination",
+                "statements",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(by_key[0]["seq"], seqs[3]);
+    let key_anywhere = lines(&ctl(&db, &["list", "--key", "k3", "--json"]).await);
+    assert_eq!(key_anywhere.len(), 1);
+    let by_state = lines(&ctl(&db, &["list", "--state", "dead", "--json"]).await);
+    assert!(by_state.is_empty());
+    let recent = lines(
+        &ctl(
+            &db,
+            &[
+                "list",
+                "--since",
+                "1h",
+                "--before",
+                "2999-01-01T00:00:00Z",
+                "--json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(recent.len(), 5);
+    let table = text(&ctl(&db, &["list", "--limit", "2"]).await);
+    assert!(table.contains(&format!("--after {}", seqs[3])), "{table}");
+    let bad = ctl(&db, &["list", "--state", "lost"]).await;
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    let missing = ctl(
+        &db,
+        &["show", "--destination", "statements", "--key", "nope"],
+    )
+    .await;
+    assert_eq!(missing.status.code(), Some(4), "{}", text(&missing));
+}
+
+/// rejections lists the stale enqueues of a resource.
+async fn rejections_list_stale_enqueues(db: TestDb) {
+    let outbox = db.outbox().await;
+    let old = lease(&outbox, "statement:1842").await;
+    outbox.release(&old).await.unwrap();
+    let _newer = lease(&outbox, "statement:1842").await;
+    assert!(outbox.enqueue(&old, &statement("late")).await.is_err());
+    let rows = lines(
+        &ctl(
+            &db,
+            &["rejections", "--resource", "statement:1842", "--json"],
+        )
+        .await,
+    );
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        (rows[0]["reason"].as_str(), rows[0]["token"].as_i64()),
+        (Some("stale"), Some(1))
+    );
+    let none = lines(&ctl(&db, &["rejections", "--resource", "other", "--json"]).await);
+    assert!(none.is_empty());
+}
+
+/// --config reads the database from the dispatcher's config file, as the dispatcher does.
+async fn the_dispatcher_config_names_the_database(db: TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dispatcher.toml");
+    std::fs::write(&path, "[database]\nurl = \"${TEST_OUTBOX_URL}\"\n").unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(["status", "--json", "--config", path.to_str().unwrap()])
+        .env_remove("OUTBOX_DATABASE_URL")
+        .env("TEST_OUTBOX_URL", db.url())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(json(&out)["due_now"], 0);
+    let missing = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(["status", "--config", "/nonexistent/dispatcher.toml"])
+        .env_remove("OUTBOX_DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+}
+
+/// tail prints attempts as the dispatcher records them.
+async fn tail_follows_attempts(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let mut tail = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(["tail", "--interval", "100ms"])
+        .env("OUTBOX_DATABASE_URL", db.url())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let lease = lease(&outbox, "statement:1842").await;
+    let op = outbox.enqueue(&lease, &statement("tailed")).await.unwrap();
+    let mut out = tokio::io::BufReader::new(tail.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::AsyncBufReadExt::read_line(&mut out, &mut line),
+    )
+    .await
+    .expect("a line within 30 s")
+    .unwrap();
+    assert!(
+        line.contains(&format!(
+            "seq {} statements attempt 1 delivered 200",
+            op.seq
+        )),
+        "{line}"
+    );
+    dispatcher.stop().await;
+}
+
+/// Replays racing a working dispatcher: each op is delivered once, attempts are numbered
+/// without gaps or repeats, and no op ends anywhere but delivered.
+async fn replays_racing_the_dispatcher_leave_each_op_in_one_state(db: TestDb) {
+    const OPS: usize = 30;
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    receiver.script("/v1/statements", (0..OPS).map(|_| Reply::status(400)));
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let lease = lease(&outbox, "statement:1842").await;
+    for i in 0..OPS {
+        outbox
+            .enqueue(&lease, &statement(&format!("race-{i}")))
+            .await
+            .unwrap();
+    }
+    wait_until(Duration::from_secs(60), "every op dead", || async {
+        db.ops().await.iter().all(|o| o.state == "dead")
+    })
+    .await;
+    let racers: Vec<_> = (0..4)
+        .map(|_| {
+            let url = db.url().to_owned();
+            tokio::spawn(async move {
+                tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+                    .args(["replay", "--state", "dead", "--reason", "race", "--json"])
+                    .env("OUTBOX_DATABASE_URL", url)
+                    .env("USER", "ana")
+                    .output()
+                    .await
+                    .expect("run outboxctl")
+            })
+        })
+        .collect();
+    for racer in racers {
+        let out = racer.await.unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
+    }
+    wait_until(Duration::from_secs(60), "every op delivered", || async {
+        db.ops().await.iter().all(|o| o.state == "delivered")
+    })
+    .await;
+    dispatcher.stop().await;
+    let received = receiver.received();
+    for i in 0..OPS {
+        let key = format!("race-{i}");
+        let n = received
+            .iter()
+            .filter(|r| r.header("idempotency-key") == key)
+            .count();
+        assert_eq!(n, 2, "{key}: one dead attempt and one delivery");
+    }
+    let mut attempts: Vec<(String, i32)> = db
+        .attempts()
+        .await
+        .into_iter()
+        .map(|a| (a.op_id, a.attempt))
+        .collect();
+    attempts.sort();
+    attempts.dedup();
+    assert_eq!(attempts.len(), OPS * 2);
+    assert!(db.ops().await.iter().all(|o| o.attempts == 2));
+}
+
+#[test]
+fn completions_print_a_script() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        script.contains("outboxctl") && script.contains("replay"),
+        "{script}"
+    );
+}
+
+conformance!(
+    a_dead_op_is_investigated_replayed_and_delivered,
+    replay_refuses_superseded_delivered_and_in_flight_ops,
+    a_cancelled_op_is_never_sent,
+    dry_runs_change_nothing,
+    purge_deletes_old_finished_ops_only,
+    list_filters_and_pages,
+    rejections_list_stale_enqueues,
+    the_dispatcher_config_names_the_database,
+    tail_follows_attempts,
+    replays_racing_the_dispatcher_leave_each_op_in_one_state,
+);
