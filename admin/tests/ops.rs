@@ -472,6 +472,7 @@ async fn rejections_list_stale_enqueues(db: TestDb) {
 
 /// --config reads the database from the dispatcher's config file, as the dispatcher does.
 async fn the_dispatcher_config_names_the_database(db: TestDb) {
+    db.outbox().await; // migrated
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dispatcher.toml");
     std::fs::write(&path, "[database]\nurl = \"${TEST_OUTBOX_URL}\"\n").unwrap();

@@ -468,9 +468,12 @@ pub(crate) use locked_op;
 
 /// Adds `filter`'s conditions (fixed fragments, bound values) and its order and page size to a
 /// `list` query builder; both backends take the same fragments. `$destinations`: every
-/// destination in use, for a key looked up without one.
+/// destination in use, for a key looked up without one. `$walk_ids`: what keeps a destination
+/// filter from choosing the (destination, key) index, which would sort all of that
+/// destination's ops; walking ids newest first stops at the page's end instead (SQLite: `+`;
+/// PostgreSQL's planner walks the primary key by itself: empty).
 macro_rules! push_filter {
-    ($qb:expr, $filter:expr, $destinations:expr, $time:expr) => {{
+    ($qb:expr, $filter:expr, $destinations:expr, $time:expr, $walk_ids:expr) => {{
         let f = $filter;
         let destinations: &[String] = $destinations;
         if !f.states.is_empty() {
@@ -486,7 +489,12 @@ macro_rules! push_filter {
             }
         }
         if let Some(d) = &f.destination {
-            $qb.push("\n  AND destination = ").push_bind(d.clone());
+            if f.idempotency_key.is_some() {
+                $qb.push("\n  AND destination = ").push_bind(d.clone());
+            } else {
+                $qb.push(format_args!("\n  AND {}destination = ", $walk_ids))
+                    .push_bind(d.clone());
+            }
         }
         if let Some(r) = &f.resource {
             $qb.push("\n  AND resource = ").push_bind(r.clone());

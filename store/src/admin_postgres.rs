@@ -78,7 +78,7 @@ impl PgStore {
                 Vec::new()
             };
         let mut qb = sqlx::QueryBuilder::<sqlx::Postgres>::new(ADMIN_OP_LIST);
-        push_filter!(qb, filter, &destinations, |t: OffsetDateTime| t);
+        push_filter!(qb, filter, &destinations, |t: OffsetDateTime| t, "");
         qb.build()
             .fetch_all(&self.pool)
             .await

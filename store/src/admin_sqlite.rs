@@ -79,7 +79,7 @@ impl SqliteStore {
                 Vec::new()
             };
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(ADMIN_OP_LIST);
-        push_filter!(qb, filter, &destinations, sqlite_time);
+        push_filter!(qb, filter, &destinations, sqlite_time, "+");
         qb.build()
             .fetch_all(&self.pool)
             .await

@@ -592,10 +592,13 @@ mod layout_tests {
         );
         for (backend, files) in [("postgres", &pg), ("sqlite", &sqlite)] {
             // The backend's module and its admin half (admin_<backend>.rs).
-            let source = [format!("src/{backend}.rs"), format!("src/admin_{backend}.rs")]
-                .iter()
-                .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
-                .collect::<String>();
+            let source = [
+                format!("src/{backend}.rs"),
+                format!("src/admin_{backend}.rs"),
+            ]
+            .iter()
+            .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
+            .collect::<String>();
             for file in files {
                 let include = format!("include_str!(\"../sql/{backend}/{file}\")");
                 assert!(

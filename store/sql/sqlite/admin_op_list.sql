@@ -1,6 +1,7 @@
 -- outboxctl list: one page of ops, newest first. admin.rs appends the filters that are set
 -- (fixed SQL fragments with bound values), then ORDER BY id DESC LIMIT. Indexes: the primary
--- key backwards with no filter, --destination, --since and --before (each a large share of a
+-- key backwards with no filter, --destination (written +destination, so SQLite walks ids
+-- instead of sorting a destination's ops), --since and --before (each a large share of a
 -- table that grows by id); outbox_ops_resource_idx for --resource; outbox_ops_attention_idx
 -- for --state dead, cancelled or superseded (admin.rs repeats the index's predicate, which
 -- SQLite needs word for word); outbox_ops_destination_key for --key (one probe per destination
