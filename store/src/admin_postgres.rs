@@ -11,9 +11,8 @@ use crate::admin::{
 };
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
-use crate::model::{FencingToken, OwnerId};
 use crate::op::{OpState, RejectionRow};
-use crate::postgres::{PgStore, map_err};
+use crate::postgres::{PgStore, map_err, rejection_row};
 
 const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/postgres/admin_status_counts.sql");
 const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/postgres/admin_status_summary.sql");
@@ -276,23 +275,7 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(|r| RejectionRow {
-                id: r.get("id"),
-                resource: r.get("resource"),
-                owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
-                token: FencingToken::new(r.get("fence")),
-                current_token: r
-                    .get::<Option<i64>, _>("current_fence")
-                    .map(FencingToken::new),
-                destination: r.get("destination"),
-                idempotency_key: r.get("idempotency_key"),
-                stage: r.get("stage"),
-                reason: r.get("reason"),
-                rejected_at: r.get("rejected_at"),
-            })
-            .collect())
+        Ok(rows.iter().map(rejection_row).collect())
     }
 }
 

@@ -12,9 +12,8 @@ use crate::admin::{
 use crate::admin_postgres::StatusSummary;
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
-use crate::model::FencingToken;
 use crate::op::{OpState, RejectionRow};
-use crate::sqlite::{BEGIN_IMMEDIATE, SqliteStore, map_err};
+use crate::sqlite::{BEGIN_IMMEDIATE, SqliteStore, map_err, rejection_row};
 
 const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/sqlite/admin_status_counts.sql");
 const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/sqlite/admin_status_summary.sql");
@@ -282,24 +281,7 @@ impl SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(RejectionRow {
-                    id: r.get("id"),
-                    resource: r.get("resource"),
-                    owner_id: r.get::<String, _>("owner_id").parse()?,
-                    token: FencingToken::new(r.get("fence")),
-                    current_token: r
-                        .get::<Option<i64>, _>("current_fence")
-                        .map(FencingToken::new),
-                    destination: r.get("destination"),
-                    idempotency_key: r.get("idempotency_key"),
-                    stage: r.get("stage"),
-                    reason: r.get("reason"),
-                    rejected_at: r.get("rejected_at"),
-                })
-            })
-            .collect()
+        rows.iter().map(rejection_row).collect()
     }
 }
 

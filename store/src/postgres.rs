@@ -338,23 +338,7 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(|r| RejectionRow {
-                id: r.get("id"),
-                resource: r.get("resource"),
-                owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
-                token: FencingToken::new(r.get("fence")),
-                current_token: r
-                    .get::<Option<i64>, _>("current_fence")
-                    .map(FencingToken::new),
-                destination: r.get("destination"),
-                idempotency_key: r.get("idempotency_key"),
-                stage: r.get("stage"),
-                reason: r.get("reason"),
-                rejected_at: r.get("rejected_at"),
-            })
-            .collect())
+        Ok(rows.iter().map(rejection_row).collect())
     }
 
     pub(crate) async fn op_claim(
@@ -742,6 +726,24 @@ async fn find_by_key(conn: &mut PgConnection, op: &NewOp) -> Result<EnqueueResul
             )
         });
     duplicate_or_conflict(found, op, Backend::Postgres)
+}
+
+/// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
+pub(crate) fn rejection_row(r: &PgRow) -> RejectionRow {
+    RejectionRow {
+        id: r.get("id"),
+        resource: r.get("resource"),
+        owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
+        token: FencingToken::new(r.get("fence")),
+        current_token: r
+            .get::<Option<i64>, _>("current_fence")
+            .map(FencingToken::new),
+        destination: r.get("destination"),
+        idempotency_key: r.get("idempotency_key"),
+        stage: r.get("stage"),
+        reason: r.get("reason"),
+        rejected_at: r.get("rejected_at"),
+    }
 }
 
 /// A PostgreSQL statement with its parameters bound.

@@ -5,7 +5,7 @@
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Connection as _, Row};
 use time::OffsetDateTime;
@@ -281,24 +281,7 @@ impl SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        rows.iter()
-            .map(|r| {
-                Ok(RejectionRow {
-                    id: r.get("id"),
-                    resource: r.get("resource"),
-                    owner_id: r.get::<String, _>("owner_id").parse()?,
-                    token: FencingToken::new(r.get("fence")),
-                    current_token: r
-                        .get::<Option<i64>, _>("current_fence")
-                        .map(FencingToken::new),
-                    destination: r.get("destination"),
-                    idempotency_key: r.get("idempotency_key"),
-                    stage: r.get("stage"),
-                    reason: r.get("reason"),
-                    rejected_at: r.get("rejected_at"),
-                })
-            })
-            .collect()
+        rows.iter().map(rejection_row).collect()
     }
 
     pub(crate) async fn op_claim(
@@ -650,6 +633,24 @@ fn names_a_file(url: &str) -> bool {
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
     !path.is_empty() && path != ":memory:" && !query.split('&').any(|p| p == "mode=memory")
+}
+
+/// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
+pub(crate) fn rejection_row(r: &SqliteRow) -> Result<RejectionRow, Error> {
+    Ok(RejectionRow {
+        id: r.get("id"),
+        resource: r.get("resource"),
+        owner_id: r.get::<String, _>("owner_id").parse()?,
+        token: FencingToken::new(r.get("fence")),
+        current_token: r
+            .get::<Option<i64>, _>("current_fence")
+            .map(FencingToken::new),
+        destination: r.get("destination"),
+        idempotency_key: r.get("idempotency_key"),
+        stage: r.get("stage"),
+        reason: r.get("reason"),
+        rejected_at: r.get("rejected_at"),
+    })
 }
 
 /// Maps a driver error to its portable kind, by SQLite's primary result code.
