@@ -566,11 +566,6 @@ mod layout_tests {
             "attempt_insert.sql",
             "see op_complete_batch_if_claimed.sql",
         ),
-        (
-            "postgres",
-            "op_insert_batch_if_lease_held.sql",
-            "a batch in one statement; SQLite checks the lease once and inserts per op, in-process",
-        ),
     ];
 
     #[test]

@@ -435,6 +435,57 @@ async fn g4_batches_are_all_or_nothing(db: TestDb) {
 /// The lock half of G4: while an enqueue's transaction is open it holds the lease row (FOR
 /// SHARE on PostgreSQL, the write lock on SQLite), so a takeover after expiry waits for it
 /// to commit, and the accepted op is never committed after a newer token was granted.
+/// A batch stores each op exactly as `enqueue` would: every column but the key.
+async fn g4_a_batch_stores_ops_as_enqueue_does(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = outbox.try_acquire("batch", TTL).await.unwrap().unwrap();
+    let op = |key: &str| {
+        Operation::post("statements", "/v1/statements?draft=false")
+            .header("X-Request-Source", "statement-job")
+            .body(vec![0u8, 159, 146, 150, 255], "application/octet-stream")
+            .idempotency_key(key)
+            .order_key("account-1842")
+            .expire_with_generation()
+            .not_before(Duration::from_secs(3600))
+            .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .build()
+            .unwrap()
+    };
+    outbox.enqueue(&lease, &op("single")).await.unwrap();
+    outbox
+        .enqueue_batch(&lease, &[op("batch-1"), op("batch-2")])
+        .await
+        .unwrap();
+    let ops = db.ops().await;
+    assert_eq!(ops.len(), 3);
+    for batched in &ops[1..] {
+        let single = &ops[0];
+        assert_eq!(
+            (
+                &batched.body,
+                &batched.content_type,
+                &batched.headers,
+                &batched.order_key,
+                batched.expire_with_generation,
+                batched.fence,
+                &batched.state
+            ),
+            (
+                &single.body,
+                &single.content_type,
+                &single.headers,
+                &single.order_key,
+                single.expire_with_generation,
+                single.fence,
+                &single.state
+            )
+        );
+        let delay = batched.next_attempt_at - batched.created_at;
+        assert!(delay > time::Duration::minutes(59), "{delay}");
+    }
+    assert!(ops[1].seq < ops[2].seq, "batch order is enqueue order");
+}
+
 async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {
     let outbox = db.outbox().await;
     let ttl = Duration::from_secs(1);
@@ -478,4 +529,5 @@ conformance!(
     g4_enqueue_in_commits_or_rolls_back_with_the_business_write,
     g4_rejection_in_a_caller_transaction_survives_its_rollback,
     g4_batches_are_all_or_nothing,
+    g4_a_batch_stores_ops_as_enqueue_does,
 );
