@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod deliver;
+pub mod demo;
 mod drain;
 pub mod http;
 pub mod metrics;

@@ -25,14 +25,25 @@ struct Args {
 enum Command {
     /// Validate the configuration and print it, secrets shown as ***.
     CheckConfig,
+    /// Tell the seed's story live: a paused worker's stale call is refused while the new
+    /// owner's is delivered. Needs no set-up (SQLite in a temporary folder, a local stand-in
+    /// API); exits 0 only when every expectation held.
+    Demo {
+        /// Run it on PostgreSQL instead, e.g. postgres://localhost/outbox_demo.
+        #[arg(long)]
+        database_url: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing();
+    let demo = matches!(args.command, Some(Command::Demo { .. }));
+    // The demo tells its own story on stdout; only errors are logged beside it.
+    init_tracing(if demo { "error" } else { "info" });
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     match run(args) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("outbox-dispatcher: {e:#}");
             ExitCode::FAILURE
@@ -40,7 +51,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+/// `Ok(false)` when the demo ran and an expectation failed.
+fn run(args: Args) -> anyhow::Result<bool> {
+    if let Some(Command::Demo { database_url }) = args.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        return runtime.block_on(outbox_dispatcher::demo::run(database_url));
+    }
     let text = match &args.config {
         Some(path) => Some(
             std::fs::read_to_string(path)
@@ -52,7 +70,7 @@ fn run(args: Args) -> anyhow::Result<()> {
     let config = Config::load(text.as_deref(), &env)?;
     if let Some(Command::CheckConfig) = args.command {
         print!("{}", config.redacted());
-        return Ok(());
+        return Ok(true);
     }
     if args.config.is_none() {
         tracing::warn!(
@@ -67,7 +85,7 @@ fn run(args: Args) -> anyhow::Result<()> {
         tokio::spawn(signals(shutdown.clone()));
         outbox_dispatcher::run(config, shutdown).await
     })?;
-    Ok(())
+    Ok(true)
 }
 
 /// The first SIGINT or SIGTERM starts a graceful shutdown; the second exits at once.
@@ -88,11 +106,12 @@ async fn signals(shutdown: CancellationToken) {
     std::process::exit(130);
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default info), `OUTBOX_LOG_FORMAT=json` for JSON lines.
-fn init_tracing() {
+/// Logs to stderr; `RUST_LOG` filters (default `default_level`), `OUTBOX_LOG_FORMAT=json` for
+/// JSON lines.
+fn init_tracing(default_level: &str) {
     use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
