@@ -520,6 +520,57 @@ async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {
     );
 }
 
+/// The takeover window on PostgreSQL: while a takeover holds the lease row (its update not
+/// yet committed), an enqueue with the old token waits on the row, and once the takeover
+/// commits it is refused as stale (it re-reads the row: it never reads around the lock), and
+/// nothing is inserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g4_postgres_an_enqueue_waits_for_a_takeover_in_progress_then_is_refused() {
+    use outbox_producer::sqlx::{Connection as _, PgConnection};
+    let db = TestDb::postgres().await;
+    let outbox = db.outbox().await;
+    let lease = outbox
+        .try_acquire("takeover-window", TTL)
+        .await
+        .unwrap()
+        .unwrap();
+    // Another owner takes the resource over (as an operator's forced takeover would), in a
+    // transaction left open: the lease row stays locked.
+    let mut taker = PgConnection::connect(db.url()).await.unwrap();
+    outbox_producer::sqlx::query("BEGIN")
+        .execute(&mut taker)
+        .await
+        .unwrap();
+    outbox_producer::sqlx::query(
+        "UPDATE outbox_leases SET owner_id = gen_random_uuid(), fence = fence + 1, \
+         expires_at = clock_timestamp() + interval '30 seconds' WHERE resource = 'takeover-window'",
+    )
+    .execute(&mut taker)
+    .await
+    .unwrap();
+    let enqueue = {
+        let (outbox, lease) = (outbox.clone(), lease.clone());
+        tokio::spawn(async move { outbox.enqueue(&lease, &statement_op("late", "{}")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !enqueue.is_finished(),
+        "the enqueue must wait for the takeover holding the lease row"
+    );
+    assert!(db.ops().await.is_empty());
+    outbox_producer::sqlx::query("COMMIT")
+        .execute(&mut taker)
+        .await
+        .unwrap();
+    match enqueue.await.unwrap() {
+        Err(Error::Stale { current_token }) => {
+            assert_eq!(current_token.get(), lease.token.get() + 1)
+        }
+        other => panic!("expected a stale refusal after the takeover, got {other:?}"),
+    }
+    assert!(db.ops().await.is_empty(), "never inserted");
+}
+
 conformance!(
     g4_a_takeover_waits_for_an_open_enqueue_transaction,
     g4_seed_story_stale_owner_is_rejected_and_recorded,
