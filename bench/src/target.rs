@@ -76,7 +76,7 @@ impl Target {
                     .execute(&mut c)
                     .await?;
                 Db {
-                    url: with_database(admin_url, &name),
+                    url: outbox_tests::pg::with_database(admin_url, &name),
                     _dir: None,
                 }
             }
@@ -137,21 +137,5 @@ impl Plain {
                 .await?;
             Ok(Plain::Postgres(pool))
         }
-    }
-}
-
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map(|(b, q)| (b, Some(q)))
-        .unwrap_or((url, None));
-    let after_scheme = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let base = match base[after_scheme..].find('/') {
-        Some(i) => &base[..after_scheme + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
     }
 }

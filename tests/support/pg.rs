@@ -270,7 +270,7 @@ impl Server {
 }
 
 /// Replaces the database name of a `postgres://` URL, keeping any query string.
-fn with_database(url: &str, db: &str) -> String {
+pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),
