@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::admin::{
     self, Action, AttemptRow, Change, ChangeReport, OpDetail, OpFilter, OpSummary, PurgeReport,
-    StateCount, attempt_row, locked_op, op_detail, op_summary, push_filter,
+    StateCount, Status, attempt_row, locked_op, op_detail, op_summary, push_filter,
 };
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
@@ -33,9 +33,8 @@ const ADMIN_PURGE: &str = include_str!("../sql/postgres/admin_purge.sql");
 const ADMIN_REJECTION_LIST: &str = include_str!("../sql/postgres/admin_rejection_list.sql");
 
 impl PgStore {
-    pub(crate) async fn admin_status_counts(
-        &self,
-    ) -> Result<(Vec<StateCount>, StatusSummary), Error> {
+    /// Everything `status` reports but the partition leases (the caller adds them).
+    pub(crate) async fn admin_status(&self) -> Result<Status, Error> {
         let counts = sqlx::query(ADMIN_STATUS_COUNTS)
             .fetch_all(&self.pool)
             .await
@@ -54,16 +53,17 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
-        let summary = (|| {
-            Ok::<_, sqlx::Error>(StatusSummary {
+        (|| {
+            Ok::<_, sqlx::Error>(Status {
+                counts,
                 oldest_pending_ms: r.try_get("oldest_pending_ms")?,
                 due_now: r.try_get("due_now")?,
                 dead_last_day: r.try_get("dead_last_day")?,
                 rejections_last_hour: r.try_get("rejections_last_hour")?,
+                partitions: Vec::new(),
             })
         })()
-        .map_err(map_err)?;
-        Ok((counts, summary))
+        .map_err(map_err)
     }
 
     pub(crate) async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
@@ -277,13 +277,4 @@ impl PgStore {
             .map_err(map_err)?;
         Ok(rows.iter().map(rejection_row).collect())
     }
-}
-
-/// The one-row part of `status`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StatusSummary {
-    pub(crate) oldest_pending_ms: Option<i64>,
-    pub(crate) due_now: i64,
-    pub(crate) dead_last_day: i64,
-    pub(crate) rejections_last_hour: i64,
 }

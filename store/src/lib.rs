@@ -375,21 +375,14 @@ impl Store {
     /// Counts by state and destination, the oldest pending op's age, ops due now, dead ops of
     /// the last day, rejections of the last hour, and each dispatcher partition's lease.
     pub async fn admin_status(&self) -> Result<admin::Status, Error> {
-        let (counts, summary) = on_backend!(self, b => b.admin_status_counts().await)?;
-        let partitions = self
+        let mut status = on_backend!(self, b => b.admin_status().await)?;
+        status.partitions = self
             .lease_list()
             .await?
             .into_iter()
             .filter(|l| l.resource.as_str().starts_with(Partition::LEASE_PREFIX))
             .collect();
-        Ok(admin::Status {
-            counts,
-            oldest_pending_ms: summary.oldest_pending_ms,
-            due_now: summary.due_now,
-            dead_last_day: summary.dead_last_day,
-            rejections_last_hour: summary.rejections_last_hour,
-            partitions,
-        })
+        Ok(status)
     }
 
     /// One page of ops matching `filter`, newest first.
