@@ -8,15 +8,21 @@
 //! cargo run -p outbox-producer --example statement_worker -- \
 //!     --database-url sqlite://outbox.db --migrate --account 1842 --month 2026-07
 //! ```
+//!
+//! With `--loop-for`, it keeps running jobs (the chaos suite runs six of these): each job takes
+//! the next free account of `--accounts`, a lease of a TTL between `--ttl` and `--ttl-max`,
+//! and records 1 to `--max-ops` statement parts, each under a fresh idempotency key. Every
+//! enqueue attempt is printed with its outcome, so a checker can tell what was accepted.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use outbox_producer::{Error, LeaseKeeper, Operation, Outbox, StoreOptions, TtlBounds};
+use outbox_tests::Rng;
 use serde_json::json;
 
-/// Generates one monthly account statement under a fenced lease.
+/// Generates monthly account statements under a fenced lease.
 #[derive(Debug, Parser)]
 struct Args {
     /// postgres://… or sqlite://path.
@@ -25,16 +31,19 @@ struct Args {
     /// Create or upgrade the outbox tables first.
     #[arg(long)]
     migrate: bool,
-    /// The account whose statement to generate.
+    /// The account whose statement to generate (one job).
     #[arg(long, default_value_t = 1842)]
     account: u32,
     /// The statement's month, YYYY-MM.
     #[arg(long, default_value = "2026-07")]
     month: String,
-    /// Lease time to live.
+    /// Lease time to live (in loop mode, the shortest).
     #[arg(long, default_value = "5s", value_parser = humantime_duration)]
     ttl: Duration,
-    /// How long generating the statement takes.
+    /// Loop mode: the longest lease time to live (default: --ttl).
+    #[arg(long, value_parser = humantime_duration)]
+    ttl_max: Option<Duration>,
+    /// How long generating the statement takes (in loop mode, at most, per part).
     #[arg(long, default_value = "1s", value_parser = humantime_duration)]
     work: Duration,
     /// Ignore the keeper's lost-lease signal while working, like non-cooperative code; the
@@ -44,6 +53,22 @@ struct Args {
     /// The destination (a name in the dispatcher's config).
     #[arg(long, default_value = "statements")]
     destination: String,
+    /// Keep running jobs for this long, then exit 0; database errors are printed and the
+    /// worker carries on.
+    #[arg(long, value_parser = humantime_duration)]
+    loop_for: Option<Duration>,
+    /// Loop mode: accounts 1..=N are the resources.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
+    accounts: u32,
+    /// Loop mode: most statement parts (ops) per job.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    max_ops: u32,
+    /// Loop mode: this worker's name, part of every idempotency key.
+    #[arg(long, default_value = "w")]
+    name: String,
+    /// Loop mode: seeds the choices of account, TTL, work time and op count.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 fn humantime_duration(s: &str) -> Result<Duration, String> {
@@ -59,7 +84,11 @@ fn say(event: serde_json::Value) {
 async fn main() -> ExitCode {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let args = Args::parse();
-    match run(args).await {
+    let result = match args.loop_for {
+        Some(period) => run_loop(&args, period).await,
+        None => run_once(&args).await,
+    };
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("statement_worker: {e}");
@@ -68,7 +97,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<ExitCode, Error> {
+async fn connect(args: &Args) -> Result<Outbox, Error> {
     // Short leases for demos and tests: allow down to 1 s.
     let options = StoreOptions {
         lease_ttl: TtlBounds::new(Duration::from_secs(1), Duration::from_secs(300))?,
@@ -78,58 +107,174 @@ async fn run(args: Args) -> Result<ExitCode, Error> {
     if args.migrate {
         outbox.migrate().await?;
     }
-    let resource = format!("statement:account-{}:{}", args.account, args.month);
-    let Some(lease) = outbox.try_acquire(&resource, args.ttl).await? else {
+    Ok(outbox)
+}
+
+/// One job: the statement of `account`, in `parts.len()` parts, each recorded after its
+/// share of work under its own idempotency key.
+struct Job<'a> {
+    args: &'a Args,
+    account: u32,
+    ttl: Duration,
+    /// (idempotency key, work before recording it) per part.
+    parts: Vec<(String, Duration)>,
+}
+
+/// How a job ended.
+#[derive(Debug, PartialEq, Eq)]
+enum JobEnd {
+    /// Another owner holds the resource.
+    Busy,
+    /// Every part was accepted.
+    Done,
+    /// The keeper lost the lease, or an enqueue was refused: the rest was not recorded.
+    Refused,
+    /// An enqueue failed in the database: its outcome is unknown.
+    Failed,
+}
+
+async fn run_job(outbox: &Outbox, job: &Job<'_>) -> Result<JobEnd, Error> {
+    let args = job.args;
+    let resource = format!("statement:account-{}:{}", job.account, args.month);
+    let Some(lease) = outbox.try_acquire(&resource, job.ttl).await? else {
         say(json!({"event": "busy", "resource": resource}));
-        return Ok(ExitCode::from(6));
+        return Ok(JobEnd::Busy);
     };
     say(
         json!({"event": "acquired", "resource": resource, "token": lease.token, "owner_id": lease.owner_id}),
     );
-    let keeper = LeaseKeeper::start(&outbox, lease, args.ttl);
-
+    let keeper = LeaseKeeper::start(outbox, lease, job.ttl);
     // Generate the statement; stop early if the keeper says the lease is gone.
     let lost = if args.uncooperative {
         tokio_util::sync::CancellationToken::new()
     } else {
         keeper.lost()
     };
-    tokio::select! {
-        () = tokio::time::sleep(args.work) => {}
-        () = lost.cancelled() => {
-            say(json!({"event": "lost", "resource": resource, "token": keeper.lease().token}));
-            return Ok(ExitCode::from(3));
+    let mut end = JobEnd::Done;
+    for (part, (key, work)) in job.parts.iter().enumerate() {
+        tokio::select! {
+            () = tokio::time::sleep(*work) => {}
+            () = lost.cancelled() => {
+                say(json!({"event": "lost", "resource": resource, "token": keeper.lease().token}));
+                end = JobEnd::Refused;
+                break;
+            }
+        }
+        let statement = json!({
+            "account": job.account, "month": args.month, "part": part, "by": args.name,
+            "currency": "EUR", "closing_balance_cents": 125_000,
+        });
+        // The fenced write: refused if a newer owner exists, whatever this process believes.
+        let op = Operation::post(args.destination.as_str(), "/v1/statements")
+            .json(&statement)
+            .idempotency_key(key.as_str())
+            .build()?;
+        let lease = keeper.lease();
+        let (result, part_end) = match outbox.enqueue(&lease, &op).await {
+            Ok(done) if done.duplicate => (
+                json!({"outcome": "duplicate", "op_id": done.op_id}),
+                JobEnd::Done,
+            ),
+            Ok(done) => (
+                json!({"outcome": "accepted", "op_id": done.op_id, "seq": done.seq}),
+                JobEnd::Done,
+            ),
+            Err(Error::Stale { current_token }) => (
+                json!({"outcome": "stale", "current_token": current_token}),
+                JobEnd::Refused,
+            ),
+            Err(Error::LeaseExpired) => (json!({"outcome": "expired"}), JobEnd::Refused),
+            Err(Error::NoLease) => (json!({"outcome": "no_lease"}), JobEnd::Refused),
+            // The commit may or may not have happened; a checker resolves it in the table.
+            Err(Error::Store(e)) => (
+                json!({"outcome": "error", "error": e.to_string()}),
+                JobEnd::Failed,
+            ),
+            Err(e) => return Err(e),
+        };
+        say(
+            json!({"event": "enqueue", "resource": resource, "token": lease.token, "key": key, "result": result}),
+        );
+        if part_end != JobEnd::Done {
+            end = part_end;
+            break;
         }
     }
-    let statement = json!({"account": args.account, "month": args.month, "currency": "EUR", "closing_balance_cents": 125_000});
-
-    // The fenced write: refused if a newer owner exists, whatever this process believes.
-    let key = format!("statement-{}-{}", args.account, args.month);
-    let op = Operation::post(args.destination.as_str(), "/v1/statements")
-        .json(&statement)
-        .idempotency_key(key.as_str())
-        .build()?;
-    let lease = keeper.lease();
-    let (result, code) = match outbox.enqueue(&lease, &op).await {
-        Ok(done) if done.duplicate => (json!({"outcome": "duplicate", "op_id": done.op_id}), 0),
-        Ok(done) => (
-            json!({"outcome": "accepted", "op_id": done.op_id, "seq": done.seq}),
-            0,
-        ),
-        Err(Error::Stale { current_token }) => (
-            json!({"outcome": "stale", "current_token": current_token}),
-            3,
-        ),
-        Err(Error::LeaseExpired) => (json!({"outcome": "expired"}), 3),
-        Err(Error::NoLease) => (json!({"outcome": "no_lease"}), 3),
-        Err(e) => return Err(e),
-    };
-    say(
-        json!({"event": "enqueue", "resource": resource, "token": lease.token, "key": key, "result": result}),
-    );
+    let token = keeper.lease().token;
     let released = keeper.release().await?;
-    say(
-        json!({"event": "released", "resource": resource, "token": lease.token, "released": released}),
-    );
-    Ok(ExitCode::from(code))
+    say(json!({"event": "released", "resource": resource, "token": token, "released": released}));
+    Ok(end)
+}
+
+/// One statement for `--account`; exit 0 when recorded, 3 when refused, 6 when busy.
+async fn run_once(args: &Args) -> Result<ExitCode, Error> {
+    let outbox = connect(args).await?;
+    let job = Job {
+        args,
+        account: args.account,
+        ttl: args.ttl,
+        parts: vec![(
+            format!("statement-{}-{}", args.account, args.month),
+            args.work,
+        )],
+    };
+    Ok(match run_job(&outbox, &job).await? {
+        JobEnd::Done => ExitCode::SUCCESS,
+        JobEnd::Refused => ExitCode::from(3),
+        JobEnd::Failed => ExitCode::FAILURE,
+        JobEnd::Busy => ExitCode::from(6),
+    })
+}
+
+/// Jobs over accounts 1..=--accounts until `period` has passed.
+async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
+    let outbox = connect(args).await?;
+    let until = Instant::now() + period;
+    let mut rng = Rng::new(args.seed);
+    let mut account = 1 + pick(&mut rng, args.accounts);
+    let ttl_max = args.ttl_max.unwrap_or(args.ttl).max(args.ttl);
+    let mut jobs = 0u64;
+    while Instant::now() < until {
+        // Leases are whole milliseconds.
+        let spread = u64::try_from((ttl_max - args.ttl).as_millis()).unwrap_or(u64::MAX);
+        let ttl = args.ttl + Duration::from_millis(rng.below(spread.saturating_add(1)));
+        let parts = (0..=pick(&mut rng, args.max_ops))
+            .map(|part| {
+                let key = format!(
+                    "statement-{account}-{}-{}-{jobs}-{part}",
+                    args.month, args.name
+                );
+                (key, args.work.mul_f64(0.5 + fraction(&mut rng) / 2.0))
+            })
+            .collect();
+        let job = Job {
+            args,
+            account,
+            ttl,
+            parts,
+        };
+        match run_job(&outbox, &job).await {
+            Ok(_) => {}
+            Err(Error::Store(e)) => {
+                say(json!({"event": "error", "account": account, "error": e.to_string()}));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e),
+        }
+        jobs += 1;
+        account = account % args.accounts + 1;
+        tokio::time::sleep(Duration::from_millis(rng.below(50))).await;
+    }
+    say(json!({"event": "finished", "jobs": jobs}));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A number in `0..n`.
+fn pick(rng: &mut Rng, n: u32) -> u32 {
+    u32::try_from(rng.below(u64::from(n))).expect("below n")
+}
+
+/// A number in `[0, 1)`.
+fn fraction(rng: &mut Rng) -> f64 {
+    (rng.below(1 << 20) as f64) / f64::from(1u32 << 20)
 }

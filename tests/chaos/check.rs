@@ -1,0 +1,461 @@
+//! The chaos checker: from the workers' logs, the outbox table and what the destination
+//! received, counts what a correct system must keep at zero (lost, stale and unexpected sends,
+//! order violations, differing duplicates) and what the run must have exercised.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use crate::destination::{Answer, Request};
+
+/// What one enqueue attempt returned, as the worker logged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Stored.
+    Accepted,
+    /// The key was already stored (the same request).
+    Duplicate,
+    /// Refused: a newer owner holds the resource.
+    Stale,
+    /// Refused: the lease had expired.
+    Expired,
+    /// Refused: no lease held.
+    NoLease,
+    /// The database failed; whether it committed is read from the table.
+    Error,
+}
+
+/// One logged enqueue attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Enqueue {
+    /// The worker that tried it.
+    pub(crate) worker: String,
+    /// The fencing token it used.
+    pub(crate) token: i64,
+    /// The op's idempotency key.
+    pub(crate) key: String,
+    /// What it returned.
+    pub(crate) outcome: Outcome,
+}
+
+/// What one worker printed, parsed.
+#[derive(Debug, Default)]
+pub(crate) struct WorkerLog {
+    /// Every enqueue attempt.
+    pub(crate) enqueues: Vec<Enqueue>,
+    /// Leases acquired (jobs started).
+    pub(crate) jobs: usize,
+    /// Jobs stopped by the keeper's lost signal before an enqueue.
+    pub(crate) lost: usize,
+    /// Database errors outside an enqueue (acquire, release).
+    pub(crate) errors: usize,
+}
+
+impl WorkerLog {
+    /// Parses the JSON lines of worker `worker`; panics on a line that is not an event.
+    pub(crate) fn parse(worker: &str, lines: &[String]) -> WorkerLog {
+        let mut log = WorkerLog::default();
+        for line in lines {
+            let event: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("worker {worker} printed {line:?}: {e}"));
+            match event["event"].as_str() {
+                Some("acquired") => log.jobs += 1,
+                Some("lost") => log.lost += 1,
+                Some("error") => log.errors += 1,
+                Some("enqueue") => {
+                    let outcome = match event["result"]["outcome"].as_str() {
+                        Some("accepted") => Outcome::Accepted,
+                        Some("duplicate") => Outcome::Duplicate,
+                        Some("stale") => Outcome::Stale,
+                        Some("expired") => Outcome::Expired,
+                        Some("no_lease") => Outcome::NoLease,
+                        Some("error") => Outcome::Error,
+                        other => panic!("worker {worker}: unknown outcome {other:?} in {line}"),
+                    };
+                    log.enqueues.push(Enqueue {
+                        worker: worker.to_owned(),
+                        token: event["token"].as_i64().expect("token"),
+                        key: event["key"].as_str().expect("key").to_owned(),
+                        outcome,
+                    });
+                }
+                _ => {}
+            }
+        }
+        log
+    }
+}
+
+/// An op row as the table holds it after the drain.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredOp {
+    /// Idempotency key.
+    pub(crate) key: String,
+    /// The resource whose lease fenced it.
+    pub(crate) resource: String,
+    /// Order key; `None` for an unordered op.
+    pub(crate) order_key: Option<String>,
+    /// Enqueue sequence.
+    pub(crate) seq: i64,
+    /// Its fencing token.
+    pub(crate) fence: i64,
+    /// State.
+    pub(crate) state: String,
+    /// Body.
+    pub(crate) body: Vec<u8>,
+}
+
+/// The faults the driver injected.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Faults {
+    /// Workers stopped past their lease.
+    pub(crate) pauses: usize,
+    /// Dispatcher processes killed with SIGKILL and replaced.
+    pub(crate) dispatcher_restarts: usize,
+    /// Database server restarts.
+    pub(crate) database_restarts: usize,
+}
+
+/// Everything the checker reads.
+#[derive(Debug, Default)]
+pub(crate) struct Evidence {
+    /// The workers' parsed logs.
+    pub(crate) workers: Vec<WorkerLog>,
+    /// The outbox table.
+    pub(crate) ops: Vec<StoredOp>,
+    /// Attempt rows that did not deliver (503, timeouts, killed mid-attempt).
+    pub(crate) failed_attempts: usize,
+    /// The destination's record, in arrival order.
+    pub(crate) requests: Vec<Request>,
+    /// Injected faults.
+    pub(crate) faults: Faults,
+}
+
+/// The checker's findings; [`Report::problems`] lists what breaks a guarantee.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    workers: usize,
+    jobs: usize,
+    lost_signals: usize,
+    worker_errors: usize,
+    attempts: usize,
+    accepted: usize,
+    duplicate_enqueues: usize,
+    stale: usize,
+    expired: usize,
+    no_lease: usize,
+    uncertain: usize,
+    uncertain_stored: usize,
+    requests: usize,
+    unavailable: usize,
+    stalled: usize,
+    failed_attempts: usize,
+    faults: Faults,
+    /// (a) accepted keys never answered 200 in time, or not delivered in the table.
+    lost: Vec<String>,
+    /// (b) refused keys that reached the destination.
+    stale_sends: Vec<String>,
+    /// (b) refused keys that are in the table anyway.
+    stale_stored: Vec<String>,
+    /// (b) ops stored after an op of a newer token of their resource.
+    stale_accepts: Vec<String>,
+    /// (c) requests without a matching accepted op, and table rows no worker accepted.
+    unexpected: Vec<String>,
+    /// (d) order keys checked.
+    order_keys: usize,
+    /// (d) first deliveries out of enqueue order.
+    out_of_order: Vec<String>,
+    /// (e) keys received more than once.
+    duplicate_keys: usize,
+    /// (e) requests beyond the first of their key.
+    duplicate_requests: usize,
+    /// (e) keys whose copies differ.
+    differing_duplicates: Vec<String>,
+}
+
+impl Report {
+    /// Checks (a)–(f) over `evidence`.
+    pub(crate) fn new(evidence: &Evidence) -> Report {
+        let mut r = Report {
+            workers: evidence.workers.len(),
+            requests: evidence.requests.len(),
+            failed_attempts: evidence.failed_attempts,
+            faults: evidence.faults,
+            ..Report::default()
+        };
+        let stored: HashMap<&str, &StoredOp> =
+            evidence.ops.iter().map(|o| (o.key.as_str(), o)).collect();
+        // key -> the token it was accepted with; keys definitely refused.
+        let mut accepted: HashMap<&str, i64> = HashMap::new();
+        let mut refused: HashSet<&str> = HashSet::new();
+        for log in &evidence.workers {
+            r.jobs += log.jobs;
+            r.lost_signals += log.lost;
+            r.worker_errors += log.errors;
+            for e in &log.enqueues {
+                r.attempts += 1;
+                match e.outcome {
+                    Outcome::Accepted => r.accepted += 1,
+                    Outcome::Duplicate => r.duplicate_enqueues += 1,
+                    Outcome::Stale => r.stale += 1,
+                    Outcome::Expired => r.expired += 1,
+                    Outcome::NoLease => r.no_lease += 1,
+                    Outcome::Error => r.uncertain += 1,
+                }
+                let committed = match e.outcome {
+                    Outcome::Accepted | Outcome::Duplicate => true,
+                    Outcome::Stale | Outcome::Expired | Outcome::NoLease => false,
+                    Outcome::Error => {
+                        let in_table = stored.contains_key(e.key.as_str());
+                        r.uncertain_stored += usize::from(in_table);
+                        in_table
+                    }
+                };
+                if committed {
+                    accepted.insert(&e.key, e.token);
+                } else {
+                    if e.outcome != Outcome::Error && stored.contains_key(e.key.as_str()) {
+                        r.stale_stored
+                            .push(format!("{} (by {}, token {})", e.key, e.worker, e.token));
+                    }
+                    refused.insert(&e.key);
+                }
+            }
+        }
+
+        let mut by_key: HashMap<&str, Vec<(usize, &Request)>> = HashMap::new();
+        for (i, req) in evidence.requests.iter().enumerate() {
+            by_key.entry(&req.key).or_default().push((i, req));
+            match req.answer {
+                Answer::Ok => {}
+                Answer::Unavailable => r.unavailable += 1,
+                Answer::Stalled => r.stalled += 1,
+            }
+        }
+
+        // (a) every accepted op was answered 200 in time at least once and is delivered.
+        let mut lost: Vec<&str> = accepted
+            .keys()
+            .copied()
+            .filter(|key| {
+                let acknowledged = by_key
+                    .get(key)
+                    .is_some_and(|reqs| reqs.iter().any(|(_, q)| q.answer == Answer::Ok));
+                let delivered = stored.get(key).is_some_and(|o| o.state == "delivered");
+                !(acknowledged && delivered)
+            })
+            .collect();
+        lost.sort_unstable();
+        r.lost = lost.into_iter().map(str::to_owned).collect();
+
+        // (b) no refused key reached the destination.
+        r.stale_sends = refused
+            .iter()
+            .filter(|key| by_key.contains_key(*key))
+            .map(|key| (*key).to_owned())
+            .collect();
+        r.stale_sends.sort_unstable();
+        // (b) and, whatever the workers believed, per resource the tokens of stored ops never
+        // go down in enqueue order: nothing was accepted from an owner already superseded.
+        let mut by_resource: BTreeMap<&str, Vec<&StoredOp>> = BTreeMap::new();
+        for op in &evidence.ops {
+            by_resource.entry(&op.resource).or_default().push(op);
+        }
+        for (resource, mut ops) in by_resource {
+            ops.sort_by_key(|o| o.seq);
+            for pair in ops.windows(2) {
+                if pair[1].fence < pair[0].fence {
+                    r.stale_accepts.push(format!(
+                        "{resource}: {} (token {}) stored after {} (token {})",
+                        pair[1].key, pair[1].fence, pair[0].key, pair[0].fence
+                    ));
+                }
+            }
+        }
+
+        // (c) every request matches an accepted op: key, token and body.
+        for (key, reqs) in &by_key {
+            let (Some(token), Some(op)) = (accepted.get(key), stored.get(key)) else {
+                if !refused.contains(key) {
+                    r.unexpected
+                        .push(format!("{key}: {} requests, no op", reqs.len()));
+                }
+                continue;
+            };
+            for (i, req) in reqs {
+                if req.token != token.to_string() || req.token != op.fence.to_string() {
+                    r.unexpected.push(format!(
+                        "{key}: request {i} carries token {:?}, accepted with {token}",
+                        req.token
+                    ));
+                }
+                if req.body != op.body {
+                    r.unexpected
+                        .push(format!("{key}: request {i} has a body unlike the op's"));
+                }
+            }
+        }
+        for op in &evidence.ops {
+            if !accepted.contains_key(op.key.as_str()) && !refused.contains(op.key.as_str()) {
+                r.unexpected
+                    .push(format!("{}: in the table, no worker enqueued it", op.key));
+            }
+        }
+
+        // (d) per order key, first arrivals follow enqueue order.
+        let mut streams: BTreeMap<&str, Vec<&StoredOp>> = BTreeMap::new();
+        for op in &evidence.ops {
+            if let Some(order_key) = &op.order_key
+                && accepted.contains_key(op.key.as_str())
+            {
+                streams.entry(order_key).or_default().push(op);
+            }
+        }
+        r.order_keys = streams.len();
+        for (order_key, mut ops) in streams {
+            ops.sort_by_key(|o| o.seq);
+            let mut previous: Option<(usize, &StoredOp)> = None;
+            for op in ops {
+                let Some(first) = by_key.get(op.key.as_str()).map(|reqs| reqs[0].0) else {
+                    continue; // counted as lost
+                };
+                if let Some((before, earlier)) = previous
+                    && first < before
+                {
+                    r.out_of_order.push(format!(
+                        "{order_key}: {} (seq {}) arrived before {} (seq {})",
+                        op.key, op.seq, earlier.key, earlier.seq
+                    ));
+                }
+                previous = Some((first, op));
+            }
+        }
+
+        // (e) duplicates are counted; their copies must be identical.
+        for (key, reqs) in &by_key {
+            if reqs.len() > 1 {
+                r.duplicate_keys += 1;
+                r.duplicate_requests += reqs.len() - 1;
+                let (_, first) = reqs[0];
+                if reqs
+                    .iter()
+                    .any(|(_, q)| q.body != first.body || q.token != first.token)
+                {
+                    r.differing_duplicates.push((*key).to_owned());
+                }
+            }
+        }
+        r.differing_duplicates.sort_unstable();
+        r.unexpected.sort_unstable();
+        r
+    }
+
+    /// What breaks a guarantee, or shows the run proved nothing; empty when all held.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut zero = |what: &str, found: &[String]| {
+            if !found.is_empty() {
+                let shown: Vec<&str> = found.iter().take(5).map(String::as_str).collect();
+                problems.push(format!(
+                    "{what}: {} (e.g. {})",
+                    found.len(),
+                    shown.join("; ")
+                ));
+            }
+        };
+        zero("(a) lost", &self.lost);
+        zero("(b) stale sends", &self.stale_sends);
+        zero("(b) refused ops in the table", &self.stale_stored);
+        zero("(b) stale accepts", &self.stale_accepts);
+        zero("(c) unexpected", &self.unexpected);
+        zero("(d) out of order", &self.out_of_order);
+        zero("(e) differing duplicates", &self.differing_duplicates);
+        for (what, count) in [
+            ("stale rejections", self.stale),
+            ("dispatcher restarts", self.faults.dispatcher_restarts),
+            ("retries", self.failed_attempts),
+        ] {
+            if count == 0 {
+                problems.push(format!("(f) {what} = 0: the run did not exercise it"));
+            }
+        }
+        problems
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = |n: usize| if n == 0 { "ok" } else { "FAILED" };
+        writeln!(
+            f,
+            "  workers {}: {} jobs, {} stopped on the lost signal, {} database errors outside enqueue",
+            self.workers, self.jobs, self.lost_signals, self.worker_errors
+        )?;
+        writeln!(
+            f,
+            "  enqueue attempts {}: accepted {}, duplicate {}, refused {} (stale {}, expired {}, no lease {}), \
+             unknown outcome {} ({} found stored)",
+            self.attempts,
+            self.accepted,
+            self.duplicate_enqueues,
+            self.stale + self.expired + self.no_lease,
+            self.stale,
+            self.expired,
+            self.no_lease,
+            self.uncertain,
+            self.uncertain_stored
+        )?;
+        writeln!(
+            f,
+            "  destination: {} requests ({} answered 503, {} stalled past the timeout)",
+            self.requests, self.unavailable, self.stalled
+        )?;
+        writeln!(
+            f,
+            "  (a) lost: {} [{}]",
+            self.lost.len(),
+            verdict(self.lost.len())
+        )?;
+        writeln!(
+            f,
+            "  (b) stale sends: {}, refused ops in the table: {}, ops accepted after a newer token's: {} [{}]",
+            self.stale_sends.len(),
+            self.stale_stored.len(),
+            self.stale_accepts.len(),
+            verdict(self.stale_sends.len() + self.stale_stored.len() + self.stale_accepts.len())
+        )?;
+        writeln!(
+            f,
+            "  (c) unexpected: {} [{}]",
+            self.unexpected.len(),
+            verdict(self.unexpected.len())
+        )?;
+        writeln!(
+            f,
+            "  (d) out of order: {} over {} order keys [{}]",
+            self.out_of_order.len(),
+            self.order_keys,
+            verdict(self.out_of_order.len())
+        )?;
+        writeln!(
+            f,
+            "  (e) duplicates: {} keys received more than once ({} extra requests), {} with differing copies [{}]",
+            self.duplicate_keys,
+            self.duplicate_requests,
+            self.differing_duplicates.len(),
+            verdict(self.differing_duplicates.len())
+        )?;
+        let exercised =
+            self.stale > 0 && self.faults.dispatcher_restarts > 0 && self.failed_attempts > 0;
+        write!(
+            f,
+            "  (f) exercised: stale rejections {}, dispatcher restarts {}, retried attempts {}, \
+             worker pauses {}, database restarts {} [{}]",
+            self.stale,
+            self.faults.dispatcher_restarts,
+            self.failed_attempts,
+            self.faults.pauses,
+            self.faults.database_restarts,
+            if exercised { "ok" } else { "FAILED" }
+        )
+    }
+}

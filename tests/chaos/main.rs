@@ -1,0 +1,384 @@
+//! The chaos suite: six real worker processes (the example `statement_worker`) race over four
+//! accounts with 1–2 s leases while a driver stops them past their leases (SIGSTOP/SIGCONT),
+//! SIGKILLs and restarts the dispatcher and, on PostgreSQL, restarts the database; the
+//! destination answers 503 or stalls at random. After the drain, the checker proves nothing
+//! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
+//! the faults really happened.
+//!
+//! `CHAOS_SECONDS` (default 60) sets how long the faults go on, for longer soaks;
+//! `CHAOS_SEED` replaces the fixed seed of the driver, the workers and the destination.
+
+mod check;
+mod destination;
+mod procs;
+
+use std::time::{Duration, Instant};
+
+use outbox_tests::{Rng, TestDb, wait_for};
+
+use check::{Evidence, Faults, Report, StoredOp, WorkerLog};
+use destination::Destination;
+use procs::{Dispatcher, Worker, WorkerSpec};
+
+/// The seed of every random choice when `CHAOS_SEED` is not set.
+const SEED: u64 = 0x5EED_0007;
+/// Worker processes.
+const WORKERS: usize = 6;
+/// Longest worker lease; pauses last longer than this.
+const MAX_LEASE: Duration = Duration::from_secs(2);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={text:?} is not a whole number: {e}")),
+        Err(_) => default,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    chaos("sqlite", TestDb::sqlite().await, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    match TestDb::postgres_own_cluster().await {
+        Some(db) => chaos("postgres", db, true).await,
+        None => {
+            eprintln!(
+                "the database restart is skipped: DATABASE_URL names a server this test cannot restart"
+            );
+            chaos("postgres", TestDb::postgres().await, false).await;
+        }
+    }
+}
+
+/// One chaos run on `db`; panics with the checker's report when a guarantee broke.
+async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
+    let seconds = env_u64("CHAOS_SECONDS", 60);
+    let seed = env_u64("CHAOS_SEED", SEED);
+    let period = Duration::from_secs(seconds);
+    tokio::task::spawn_blocking(procs::binaries)
+        .await
+        .expect("build the binaries");
+    let logs = tempfile::tempdir().expect("log dir");
+    drop(db.outbox().await); // migrated before anyone starts
+
+    let destination = Destination::start(seed).await;
+    let mut dispatcher = Dispatcher::start(logs.path(), db.url(), &destination.url());
+    let mut workers: Vec<Worker> = (0..WORKERS)
+        .map(|i| {
+            let spec = WorkerSpec {
+                name: format!("w{i}"),
+                seed: seed.wrapping_add(1 + i as u64),
+                uncooperative: i % 2 == 0,
+                run_for: period,
+            };
+            Worker::start(db.url(), &spec, &logs.path().join(format!("w{i}.log")))
+        })
+        .collect();
+
+    let faults = drive(
+        &db,
+        &mut workers,
+        &mut dispatcher,
+        period,
+        seed,
+        restart_database,
+    )
+    .await;
+
+    let lines: Vec<(String, Vec<String>)> = tokio::task::spawn_blocking(move || {
+        workers
+            .into_iter()
+            .map(|w| (w.name.clone(), w.finish(Duration::from_secs(60))))
+            .collect()
+    })
+    .await
+    .expect("workers finished");
+    let drained = Instant::now();
+    let ops = wait_for(
+        Duration::from_secs(150),
+        "the dispatcher drains the outbox",
+        || async {
+            let ops = db.ops().await;
+            ops.iter()
+                .all(|o| o.state == "delivered" || o.state == "dead")
+                .then_some(ops)
+        },
+    )
+    .await;
+    let drain = drained.elapsed();
+    let database_retries =
+        dispatcher.logged("database call failed") + dispatcher.logged("database unreachable");
+    dispatcher.stop();
+    let failed_attempts = db
+        .attempts()
+        .await
+        .iter()
+        .filter(|a| a.outcome.as_deref() != Some("delivered"))
+        .count();
+
+    let evidence = Evidence {
+        workers: lines
+            .iter()
+            .map(|(name, lines)| WorkerLog::parse(name, lines))
+            .collect(),
+        ops: ops
+            .into_iter()
+            .map(|o| StoredOp {
+                key: o.idempotency_key,
+                resource: o.resource,
+                order_key: o.order_key,
+                seq: o.seq,
+                fence: o.fence,
+                state: o.state,
+                body: o.body,
+            })
+            .collect(),
+        failed_attempts,
+        requests: destination.requests(),
+        faults,
+    };
+    let report = Report::new(&evidence);
+    println!(
+        "chaos summary ({backend}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s, \
+         {database_retries} database calls retried by the dispatcher):\n{report}",
+        drain.as_secs_f64()
+    );
+    let problems = report.problems();
+    if !problems.is_empty() {
+        let kept = logs.keep();
+        panic!(
+            "chaos on {backend} broke a guarantee (logs kept in {}):\n{}",
+            kept.display(),
+            problems.join("\n")
+        );
+    }
+}
+
+/// Injects faults for `period`: pauses workers past their lease, kills and restarts the
+/// dispatcher, and restarts the database once halfway when asked. Every worker is running
+/// again when it returns.
+async fn drive(
+    db: &TestDb,
+    workers: &mut [Worker],
+    dispatcher: &mut Dispatcher,
+    period: Duration,
+    seed: u64,
+    restart_database: bool,
+) -> Faults {
+    let mut rng = Rng::new(seed);
+    let mut faults = Faults::default();
+    let start = Instant::now();
+    // Stop injecting a little before the workers stop, so the last pauses end in their run.
+    let end = start + period.saturating_sub(MAX_LEASE * 2);
+    let mut last_kill = start;
+    let mut restart_due = restart_database;
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
+        let now = Instant::now();
+        for w in workers.iter_mut() {
+            if w.paused_until.is_some_and(|until| until <= now) {
+                w.resume();
+            }
+        }
+        let paused = workers.iter().filter(|w| w.paused_until.is_some()).count();
+        match rng.below(10) {
+            0..4 if paused < WORKERS / 2 => {
+                let running: Vec<usize> = (0..workers.len())
+                    .filter(|&i| workers[i].paused_until.is_none())
+                    .collect();
+                let pick = running[rng.below(running.len() as u64) as usize];
+                let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
+                workers[pick].pause(now + pause);
+                faults.pauses += 1;
+            }
+            4 if now.duration_since(last_kill) > Duration::from_secs(5) => {
+                dispatcher.kill_and_restart();
+                faults.dispatcher_restarts += 1;
+                last_kill = now;
+            }
+            _ => {}
+        }
+        if restart_due && now.duration_since(start) > period / 2 {
+            restart_due = false;
+            tokio::task::block_in_place(|| {
+                db.stop_server();
+                std::thread::sleep(Duration::from_secs(1));
+                db.start_server();
+            });
+            faults.database_restarts += 1;
+        }
+    }
+    for w in workers.iter_mut().filter(|w| w.paused_until.is_some()) {
+        w.resume();
+    }
+    faults
+}
+
+/// The checker itself: it must see the violations it exists to catch.
+mod checker {
+    use crate::check::{Enqueue, Evidence, Outcome, Report, StoredOp, WorkerLog};
+    use crate::destination::{Answer, Request};
+
+    fn enqueue(key: &str, token: i64, outcome: Outcome) -> Enqueue {
+        Enqueue {
+            worker: "w0".to_owned(),
+            token,
+            key: key.to_owned(),
+            outcome,
+        }
+    }
+
+    fn op(key: &str, seq: i64, fence: i64) -> StoredOp {
+        StoredOp {
+            key: key.to_owned(),
+            resource: "statement:1".to_owned(),
+            order_key: Some("statement:1".to_owned()),
+            seq,
+            fence,
+            state: "delivered".to_owned(),
+            body: key.as_bytes().to_vec(),
+        }
+    }
+
+    fn request(key: &str, token: i64, answer: Answer) -> Request {
+        Request {
+            key: key.to_owned(),
+            token: token.to_string(),
+            body: key.as_bytes().to_vec(),
+            answer,
+        }
+    }
+
+    /// Two accepted ops and one stale refusal, delivered correctly, with one 503 retry.
+    fn healthy() -> Evidence {
+        Evidence {
+            workers: vec![WorkerLog {
+                enqueues: vec![
+                    enqueue("k1", 1, Outcome::Accepted),
+                    enqueue("k2", 2, Outcome::Accepted),
+                    enqueue("k3", 1, Outcome::Stale),
+                ],
+                jobs: 2,
+                ..WorkerLog::default()
+            }],
+            ops: vec![op("k1", 1, 1), op("k2", 2, 2)],
+            failed_attempts: 1,
+            requests: vec![
+                request("k1", 1, Answer::Unavailable),
+                request("k1", 1, Answer::Ok),
+                request("k2", 2, Answer::Ok),
+            ],
+            faults: crate::check::Faults {
+                pauses: 1,
+                dispatcher_restarts: 1,
+                database_restarts: 0,
+            },
+        }
+    }
+
+    fn problems(evidence: &Evidence) -> String {
+        Report::new(evidence).problems().join("\n")
+    }
+
+    #[test]
+    fn a_correct_run_has_no_problems() {
+        assert_eq!(problems(&healthy()), "");
+    }
+
+    #[test]
+    fn it_catches_a_lost_op() {
+        let mut e = healthy();
+        e.requests.retain(|r| r.key != "k2");
+        assert!(problems(&e).contains("(a) lost: 1"), "{}", problems(&e));
+    }
+
+    #[test]
+    fn it_catches_a_stale_send_and_a_refused_op_in_the_table() {
+        let mut e = healthy();
+        e.requests.push(request("k3", 1, Answer::Ok));
+        e.ops.push(op("k3", 3, 1));
+        let found = problems(&e);
+        assert!(found.contains("(b) stale sends: 1"), "{found}");
+        assert!(found.contains("(b) refused ops in the table: 1"), "{found}");
+    }
+
+    #[test]
+    fn it_catches_an_op_accepted_after_a_newer_tokens_op() {
+        let mut e = healthy();
+        e.workers[0]
+            .enqueues
+            .push(enqueue("k4", 1, Outcome::Accepted));
+        e.ops.push(op("k4", 3, 1));
+        e.requests.push(request("k4", 1, Answer::Ok));
+        let found = problems(&e);
+        assert!(found.contains("(b) stale accepts: 1"), "{found}");
+    }
+
+    #[test]
+    fn it_catches_an_unexpected_request_and_a_wrong_token() {
+        let mut e = healthy();
+        e.requests.push(request("nobody", 7, Answer::Ok));
+        e.requests.push(request("k2", 9, Answer::Ok));
+        assert!(
+            problems(&e).contains("(c) unexpected: 2"),
+            "{}",
+            problems(&e)
+        );
+    }
+
+    #[test]
+    fn it_catches_first_deliveries_out_of_enqueue_order() {
+        let mut e = healthy();
+        e.requests.insert(0, request("k2", 2, Answer::Unavailable));
+        assert!(
+            problems(&e).contains("(d) out of order: 1"),
+            "{}",
+            problems(&e)
+        );
+    }
+
+    #[test]
+    fn it_catches_duplicates_that_differ() {
+        let mut e = healthy();
+        let mut copy = request("k2", 2, Answer::Ok);
+        copy.body = b"something else".to_vec();
+        e.requests.push(copy);
+        assert!(
+            problems(&e).contains("(e) differing duplicates: 1"),
+            "{}",
+            problems(&e)
+        );
+    }
+
+    #[test]
+    fn a_run_without_faults_proves_nothing() {
+        let mut e = healthy();
+        e.workers[0].enqueues.pop();
+        e.failed_attempts = 0;
+        e.faults.dispatcher_restarts = 0;
+        let found = problems(&e);
+        for what in ["stale rejections", "dispatcher restarts", "retries"] {
+            assert!(found.contains(&format!("(f) {what} = 0")), "{found}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_outcome_is_resolved_by_the_table() {
+        let mut e = healthy();
+        e.workers[0].enqueues.push(enqueue("k4", 2, Outcome::Error));
+        e.workers[0].enqueues.push(enqueue("k5", 2, Outcome::Error));
+        e.ops.push(op("k4", 3, 2));
+        e.requests.push(request("k4", 2, Answer::Ok));
+        assert_eq!(problems(&e), "");
+        e.requests.push(request("k5", 2, Answer::Ok));
+        assert!(
+            problems(&e).contains("(b) stale sends: 1"),
+            "{}",
+            problems(&e)
+        );
+    }
+}

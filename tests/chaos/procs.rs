@@ -1,0 +1,243 @@
+//! The real processes of a chaos run: the example worker (six of them) and the dispatcher
+//! daemon, built by cargo, started, paused, resumed and killed with real signals.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Paths of the two programs a chaos run starts.
+#[derive(Debug)]
+pub(crate) struct Binaries {
+    /// `outbox-dispatcher`.
+    pub(crate) dispatcher: PathBuf,
+    /// The `statement_worker` example of `outbox-producer`.
+    pub(crate) worker: PathBuf,
+}
+
+/// Builds the dispatcher and the example worker with the profile of this test (a no-op after
+/// `cargo test --workspace`, which built both) and returns their paths as cargo reports them.
+pub(crate) fn binaries() -> &'static Binaries {
+    static BINARIES: OnceLock<Binaries> = OnceLock::new();
+    BINARIES.get_or_init(|| {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.current_dir(&workspace).args([
+            "build",
+            "--workspace",
+            "--bin",
+            "outbox-dispatcher",
+            "--example",
+            "statement_worker",
+            "--message-format=json-render-diagnostics",
+        ]);
+        if !cfg!(debug_assertions) {
+            cargo.arg("--release");
+        }
+        let out = cargo.stderr(Stdio::inherit()).output().expect("run cargo");
+        assert!(out.status.success(), "cargo build failed");
+        let executable = |name: &str| -> PathBuf {
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+                .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+                .unwrap_or_else(|| panic!("cargo built no executable named {name}"))
+        };
+        Binaries {
+            dispatcher: executable("outbox-dispatcher"),
+            worker: executable("statement_worker"),
+        }
+    })
+}
+
+/// Sends `signal` (like "-STOP") to `child` with kill(1).
+fn signal(child: &Child, signal: &str) {
+    let ok = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {signal} {}", child.id());
+}
+
+/// How one worker process is started.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerSpec {
+    /// Its name, part of its idempotency keys.
+    pub(crate) name: String,
+    /// Seeds its choices.
+    pub(crate) seed: u64,
+    /// Ignores the lost-lease signal (so only the fenced enqueue stops it).
+    pub(crate) uncooperative: bool,
+    /// How long it keeps running jobs.
+    pub(crate) run_for: Duration,
+}
+
+/// A running worker; its stdout (one JSON event a line) is collected as it comes.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    /// Its name.
+    pub(crate) name: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    /// When a pause should end, while it is stopped.
+    pub(crate) paused_until: Option<Instant>,
+}
+
+impl Worker {
+    /// Starts the example worker in loop mode on `database_url`; stderr goes to `log`.
+    pub(crate) fn start(database_url: &str, spec: &WorkerSpec, log: &Path) -> Worker {
+        let mut child = Command::new(&binaries().worker)
+            .arg("--database-url")
+            .arg(database_url)
+            .args(["--loop-for", &format!("{}ms", spec.run_for.as_millis())])
+            .args(["--accounts", "4", "--max-ops", "3"])
+            .args(["--ttl", "1s", "--ttl-max", "2s", "--work", "300ms"])
+            .args(["--name", &spec.name, "--seed", &spec.seed.to_string()])
+            .args(spec.uncooperative.then_some("--uncooperative"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).expect("worker log"))
+            .spawn()
+            .expect("start statement_worker");
+        let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Worker {
+            name: spec.name.clone(),
+            child,
+            lines,
+            reader: Some(reader),
+            paused_until: None,
+        }
+    }
+
+    /// SIGSTOP until `until`.
+    pub(crate) fn pause(&mut self, until: Instant) {
+        signal(&self.child, "-STOP");
+        self.paused_until = Some(until);
+    }
+
+    /// SIGCONT.
+    pub(crate) fn resume(&mut self) {
+        signal(&self.child, "-CONT");
+        self.paused_until = None;
+    }
+
+    /// Waits for it to finish its loop (up to `timeout`) and returns every line it printed.
+    pub(crate) fn finish(mut self, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for worker") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not finish within {timeout:?}",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            status.success(),
+            "worker {} exited with {status}",
+            self.name
+        );
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("worker output reader");
+        }
+        std::mem::take(&mut *self.lines.lock().unwrap())
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The dispatcher daemon; each start is a new process with its own log file.
+#[derive(Debug)]
+pub(crate) struct Dispatcher {
+    child: Child,
+    config: PathBuf,
+    logs: PathBuf,
+    /// How many times it was started.
+    pub(crate) starts: u32,
+}
+
+impl Dispatcher {
+    /// Writes its config into `dir` (one destination `statements` at `destination`: 1 s
+    /// timeout, quick retries that never give up within a run) and starts it.
+    pub(crate) fn start(dir: &Path, database_url: &str, destination: &str) -> Dispatcher {
+        let config = dir.join("dispatcher.toml");
+        let text = format!(
+            "[database]\nurl = {database_url:?}\n[lease]\nmin_ttl = \"1s\"\n\
+             [dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
+             [destinations.statements]\nbase_url = {destination:?}\ntimeout = \"1s\"\n\
+             retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n"
+        );
+        std::fs::write(&config, text).expect("write dispatcher config");
+        let child = Self::spawn(&config, &dir.join("dispatcher-1.log"));
+        Dispatcher {
+            child,
+            config,
+            logs: dir.to_owned(),
+            starts: 1,
+        }
+    }
+
+    fn spawn(config: &Path, log: &Path) -> Child {
+        Command::new(&binaries().dispatcher)
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("dispatcher log"))
+            .spawn()
+            .expect("start outbox-dispatcher")
+    }
+
+    /// SIGKILL, then a new process at once: it must wait out the dead one's lease.
+    pub(crate) fn kill_and_restart(&mut self) {
+        signal(&self.child, "-KILL");
+        let _ = self.child.wait();
+        self.starts += 1;
+        let log = self.logs.join(format!("dispatcher-{}.log", self.starts));
+        self.child = Self::spawn(&self.config, &log);
+    }
+
+    /// Lines of all its processes' logs that contain `text`.
+    pub(crate) fn logged(&self, text: &str) -> usize {
+        (1..=self.starts)
+            .map(|n| self.logs.join(format!("dispatcher-{n}.log")))
+            .filter_map(|path| std::fs::read_to_string(path).ok())
+            .map(|log| log.lines().filter(|l| l.contains(text)).count())
+            .sum()
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub(crate) fn stop(mut self) {
+        signal(&self.child, "-TERM");
+        let status = self.child.wait().expect("wait for dispatcher");
+        assert!(status.success(), "the dispatcher exited with {status}");
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
