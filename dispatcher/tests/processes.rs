@@ -47,12 +47,7 @@ impl Dispatcher {
     }
 
     fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig}");
+        outbox_tests::signal(&self.child, sig);
     }
 
     /// A counter's value from this process's /metrics (0 when absent).

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use outbox_tests::{TestDb, conformance, wait_until};
+use outbox_tests::{TestDb, conformance, signal, wait_until};
 
 fn worker_exe() -> PathBuf {
     let deps = std::env::current_exe().expect("test exe");
@@ -33,15 +33,6 @@ fn worker(url: &str, ttl: &str, work: &str, extra: &[&str]) -> Child {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start statement_worker")
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "kill {sig} failed");
 }
 
 /// Kills a worker if the test fails while it is stopped, so no stopped process outlives it.

@@ -4,8 +4,43 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::time::Duration;
 
-use crate::destination::{Answer, Request};
+use outbox_tests::Received;
+
+/// How long the destination holds a stalled request: past the dispatcher's 1 s timeout.
+pub(crate) const STALL: Duration = Duration::from_secs(2);
+
+/// How a request was answered, as the dispatcher saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    /// 2xx in time: the dispatcher learnt it was delivered.
+    Ok,
+    /// Another status (503): the dispatcher retries.
+    Failed,
+    /// Held past the dispatcher's timeout: it never learnt the outcome and retries.
+    Stalled,
+}
+
+impl Answer {
+    fn of(request: &Received) -> Answer {
+        if request.delay >= STALL {
+            Answer::Stalled
+        } else if (200..300).contains(&request.status) {
+            Answer::Ok
+        } else {
+            Answer::Failed
+        }
+    }
+}
+
+fn key(request: &Received) -> &str {
+    request.header("idempotency-key")
+}
+
+fn token(request: &Received) -> &str {
+    request.header("x-fencing-token")
+}
 
 /// What one enqueue attempt returned, as the worker logged it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +160,7 @@ pub(crate) struct Evidence {
     /// Attempt rows that did not deliver (503, timeouts, killed mid-attempt).
     pub(crate) failed_attempts: usize,
     /// The destination's record, in arrival order.
-    pub(crate) requests: Vec<Request>,
+    pub(crate) requests: Vec<Received>,
     /// Injected faults.
     pub(crate) faults: Faults,
 }
@@ -146,7 +181,7 @@ pub(crate) struct Report {
     uncertain: usize,
     uncertain_stored: usize,
     requests: usize,
-    unavailable: usize,
+    failed: usize,
     stalled: usize,
     failed_attempts: usize,
     faults: Faults,
@@ -222,12 +257,12 @@ impl Report {
             }
         }
 
-        let mut by_key: HashMap<&str, Vec<(usize, &Request)>> = HashMap::new();
+        let mut by_key: HashMap<&str, Vec<(usize, &Received)>> = HashMap::new();
         for (i, req) in evidence.requests.iter().enumerate() {
-            by_key.entry(&req.key).or_default().push((i, req));
-            match req.answer {
+            by_key.entry(key(req)).or_default().push((i, req));
+            match Answer::of(req) {
                 Answer::Ok => {}
-                Answer::Unavailable => r.unavailable += 1,
+                Answer::Failed => r.failed += 1,
                 Answer::Stalled => r.stalled += 1,
             }
         }
@@ -239,7 +274,7 @@ impl Report {
             .filter(|key| {
                 let acknowledged = by_key
                     .get(key)
-                    .is_some_and(|reqs| reqs.iter().any(|(_, q)| q.answer == Answer::Ok));
+                    .is_some_and(|reqs| reqs.iter().any(|(_, q)| Answer::of(q) == Answer::Ok));
                 let delivered = stored.get(key).is_some_and(|o| o.state == "delivered");
                 !(acknowledged && delivered)
             })
@@ -282,10 +317,10 @@ impl Report {
                 continue;
             };
             for (i, req) in reqs {
-                if req.token != token.to_string() || req.token != op.fence.to_string() {
+                let sent = self::token(req);
+                if sent != token.to_string() || sent != op.fence.to_string() {
                     r.unexpected.push(format!(
-                        "{key}: request {i} carries token {:?}, accepted with {token}",
-                        req.token
+                        "{key}: request {i} carries token {sent:?}, accepted with {token}"
                     ));
                 }
                 if req.body != op.body {
@@ -338,7 +373,7 @@ impl Report {
                 let (_, first) = reqs[0];
                 if reqs
                     .iter()
-                    .any(|(_, q)| q.body != first.body || q.token != first.token)
+                    .any(|(_, q)| q.body != first.body || token(q) != token(first))
                 {
                     r.differing_duplicates.push((*key).to_owned());
                 }
@@ -407,7 +442,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "  destination: {} requests ({} answered 503, {} stalled past the timeout)",
-            self.requests, self.unavailable, self.stalled
+            self.requests, self.failed, self.stalled
         )?;
         writeln!(
             f,

@@ -9,15 +9,13 @@
 //! `CHAOS_SEED` replaces the fixed seed of the driver, the workers and the destination.
 
 mod check;
-mod destination;
 mod procs;
 
 use std::time::{Duration, Instant};
 
-use outbox_tests::{Rng, TestDb, wait_for};
+use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
 
-use check::{Evidence, Faults, Report, StoredOp, WorkerLog};
-use destination::Destination;
+use check::{Evidence, Faults, Report, STALL, StoredOp, WorkerLog};
 use procs::{Dispatcher, Worker, WorkerSpec};
 
 /// The seed of every random choice when `CHAOS_SEED` is not set.
@@ -65,7 +63,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     let logs = tempfile::tempdir().expect("log dir");
     drop(db.outbox().await); // migrated before anyone starts
 
-    let destination = Destination::start(seed).await;
+    let destination = Receiver::start_with(flaky(seed)).await;
     let mut dispatcher = Dispatcher::start(logs.path(), db.url(), &destination.url());
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|i| {
@@ -138,7 +136,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
             })
             .collect(),
         failed_attempts,
-        requests: destination.requests(),
+        requests: destination.received(),
         faults,
     };
     let report = Report::new(&evidence);
@@ -155,6 +153,17 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
             kept.display(),
             problems.join("\n")
         );
+    }
+}
+
+/// The third-party API's moods, from `seed`: 10 % of requests get 503, 4 % are held past the
+/// dispatcher's timeout (then answered 200), the rest get 200 at once.
+fn flaky(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
+    let mut rng = Rng::new(seed);
+    move |_| match rng.below(100) {
+        0..10 => Reply::status(503),
+        10..14 => Reply::status(200).after(STALL),
+        _ => Reply::status(200),
     }
 }
 
@@ -220,8 +229,19 @@ async fn drive(
 
 /// The checker itself: it must see the violations it exists to catch.
 mod checker {
-    use crate::check::{Enqueue, Evidence, Outcome, Report, StoredOp, WorkerLog};
-    use crate::destination::{Answer, Request};
+    use std::time::{Duration, Instant};
+
+    use outbox_tests::Received;
+
+    use crate::check::{Enqueue, Evidence, Outcome, Report, STALL, StoredOp, WorkerLog};
+
+    /// How the destination answered, in the tests below.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        Ok,
+        Unavailable,
+        Stalled,
+    }
 
     fn enqueue(key: &str, token: i64, outcome: Outcome) -> Enqueue {
         Enqueue {
@@ -244,16 +264,28 @@ mod checker {
         }
     }
 
-    fn request(key: &str, token: i64, answer: Answer) -> Request {
-        Request {
-            key: key.to_owned(),
-            token: token.to_string(),
+    fn request(key: &str, token: i64, answer: Answer) -> Received {
+        let (status, delay) = match answer {
+            Answer::Ok => (200, Duration::ZERO),
+            Answer::Unavailable => (503, Duration::ZERO),
+            Answer::Stalled => (200, STALL),
+        };
+        Received {
+            method: "POST".to_owned(),
+            path: "/v1/statements".to_owned(),
+            headers: [
+                ("idempotency-key".to_owned(), key.to_owned()),
+                ("x-fencing-token".to_owned(), token.to_string()),
+            ]
+            .into(),
             body: key.as_bytes().to_vec(),
-            answer,
+            at: Instant::now(),
+            status,
+            delay,
         }
     }
 
-    /// Two accepted ops and one stale refusal, delivered correctly, with one 503 retry.
+    /// Two accepted ops and one stale refusal, delivered correctly after a 503 and a stall.
     fn healthy() -> Evidence {
         Evidence {
             workers: vec![WorkerLog {
@@ -269,6 +301,7 @@ mod checker {
             failed_attempts: 1,
             requests: vec![
                 request("k1", 1, Answer::Unavailable),
+                request("k1", 1, Answer::Stalled),
                 request("k1", 1, Answer::Ok),
                 request("k2", 2, Answer::Ok),
             ],
@@ -292,7 +325,10 @@ mod checker {
     #[test]
     fn it_catches_a_lost_op() {
         let mut e = healthy();
-        e.requests.retain(|r| r.key != "k2");
+        e.requests.retain(|r| r.header("idempotency-key") != "k2");
+        assert!(problems(&e).contains("(a) lost: 1"), "{}", problems(&e));
+        // Answered only after the dispatcher gave up: it never learnt; not delivered either.
+        e.requests.push(request("k2", 2, Answer::Stalled));
         assert!(problems(&e).contains("(a) lost: 1"), "{}", problems(&e));
     }
 

@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use outbox_tests::signal;
+
 /// Paths of the two programs a chaos run starts.
 #[derive(Debug)]
 pub(crate) struct Binaries {
@@ -50,16 +52,6 @@ pub(crate) fn binaries() -> &'static Binaries {
             worker: executable("statement_worker"),
         }
     })
-}
-
-/// Sends `signal` (like "-STOP") to `child` with kill(1).
-fn signal(child: &Child, signal: &str) {
-    let ok = Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill {signal} {}", child.id());
 }
 
 /// How one worker process is started.

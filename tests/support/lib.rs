@@ -1,14 +1,17 @@
 //! The test harness of fenced-outbox: backends (a throwaway PostgreSQL cluster or
-//! `DATABASE_URL`, SQLite files), a fresh database per test, polling waits and a seeded
-//! random source. Used by `it/` and by the binary tests of other crates.
+//! `DATABASE_URL`, SQLite files), a fresh database per test, a recording HTTP destination,
+//! polling waits, a seeded random source and signals for real processes. Used by `it/`,
+//! `chaos/` and by the binary tests of other crates.
 
 pub mod db;
 pub mod pg;
+pub mod process;
 pub mod receiver;
 pub mod rng;
 pub mod wait;
 
 pub use db::{AttemptRow, Kind, OpRow, TestDb};
+pub use process::signal;
 pub use receiver::{Received, Receiver, Reply};
 pub use rng::Rng;
 pub use wait::{wait_for, wait_until};

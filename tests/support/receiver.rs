@@ -1,6 +1,6 @@
 //! A recording HTTP destination on 127.0.0.1: it keeps every request it receives (at arrival,
 //! before answering) and answers from a per-path script: a status, extra headers, a delay, or
-//! a hang. Unscripted requests get 200.
+//! a hang. Unscripted requests get 200, or what a policy given at start decides.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -68,6 +68,10 @@ pub struct Received {
     pub body: Vec<u8>,
     /// When it arrived.
     pub at: Instant,
+    /// The status it was answered with.
+    pub status: u16,
+    /// How long the answer was held back.
+    pub delay: Duration,
 }
 
 impl Received {
@@ -77,10 +81,24 @@ impl Received {
     }
 }
 
-#[derive(Debug, Default)]
+/// Decides the answer to an unscripted request.
+type Policy = Box<dyn FnMut(&Received) -> Reply + Send>;
+
+#[derive(Default)]
 struct Inner {
     received: Vec<Received>,
     script: HashMap<String, VecDeque<Reply>>,
+    policy: Option<Policy>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("received", &self.received.len())
+            .field("script", &self.script)
+            .field("policy", &self.policy.is_some())
+            .finish()
+    }
 }
 
 /// The running destination; it stops when dropped.
@@ -94,7 +112,21 @@ pub struct Receiver {
 impl Receiver {
     /// Starts a destination on a free loopback port.
     pub async fn start() -> Receiver {
-        let inner: Arc<Mutex<Inner>> = Arc::default();
+        Receiver::start_inner(Inner::default()).await
+    }
+
+    /// Starts a destination that answers unscripted requests as `policy` decides (called in
+    /// arrival order, one request at a time).
+    pub async fn start_with(policy: impl FnMut(&Received) -> Reply + Send + 'static) -> Receiver {
+        Receiver::start_inner(Inner {
+            policy: Some(Box::new(policy)),
+            ..Inner::default()
+        })
+        .await
+    }
+
+    async fn start_inner(inner: Inner) -> Receiver {
+        let inner = Arc::new(Mutex::new(inner));
         let app = axum::Router::new()
             .fallback(handle)
             .with_state(inner.clone());
@@ -161,18 +193,28 @@ async fn handle(
         .unwrap_or_default();
     let reply = {
         let mut inner = inner.lock().unwrap();
-        inner.received.push(Received {
+        let mut received = Received {
             method: method.to_string(),
             path,
             headers: map,
             body: body.to_vec(),
             at: Instant::now(),
-        });
-        inner
+            status: 200,
+            delay: Duration::ZERO,
+        };
+        let scripted = inner
             .script
             .get_mut(uri.path())
-            .and_then(VecDeque::pop_front)
-            .unwrap_or_else(|| Reply::status(200))
+            .and_then(VecDeque::pop_front);
+        let reply = match (scripted, inner.policy.as_mut()) {
+            (Some(reply), _) => reply,
+            (None, Some(policy)) => policy(&received),
+            (None, None) => Reply::status(200),
+        };
+        received.status = reply.status;
+        received.delay = reply.delay;
+        inner.received.push(received);
+        reply
     };
     tokio::time::sleep(reply.delay).await;
     let mut response = (
