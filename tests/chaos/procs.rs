@@ -27,6 +27,7 @@ pub(crate) fn binaries() -> &'static Binaries {
         let mut cargo = Command::new(env!("CARGO"));
         cargo.current_dir(&workspace).args([
             "build",
+            "--locked",
             "--workspace",
             "--bin",
             "outbox-dispatcher",
