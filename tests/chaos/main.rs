@@ -5,7 +5,7 @@
 //! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
 //! the faults really happened.
 //!
-//! `CHAOS_SECONDS` (default 60) sets how long the faults go on, for longer soaks;
+//! `CHAOS_SECONDS` (default 60, at least 15) sets how long the faults go on, for longer soaks;
 //! `CHAOS_SEED` replaces the fixed seed of the driver, the workers and the destination.
 
 mod check;
@@ -44,8 +44,9 @@ async fn postgres() {
     match TestDb::postgres_own_cluster().await {
         Some(db) => chaos("postgres", db, true).await,
         None => {
-            eprintln!(
-                "the database restart is skipped: DATABASE_URL names a server this test cannot restart"
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr().lock(),
+                b"chaos: the database restart is skipped: DATABASE_URL names a server this test cannot restart\n",
             );
             chaos("postgres", TestDb::postgres().await, false).await;
         }
@@ -55,6 +56,10 @@ async fn postgres() {
 /// One chaos run on `db`; panics with the checker's report when a guarantee broke.
 async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     let seconds = env_u64("CHAOS_SECONDS", 60);
+    assert!(
+        seconds >= 15,
+        "CHAOS_SECONDS={seconds}: at least 15, or the run cannot exercise every fault"
+    );
     let seed = env_u64("CHAOS_SEED", SEED);
     let period = Duration::from_secs(seconds);
     tokio::task::spawn_blocking(procs::binaries)
@@ -140,11 +145,14 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
         faults,
     };
     let report = Report::new(&evidence);
-    println!(
+    // Straight to stderr, past the test harness's capture: the summary is the evidence, so
+    // it is printed whether the run passes or fails.
+    let summary = format!(
         "chaos summary ({backend}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s, \
-         {database_retries} database calls retried by the dispatcher):\n{report}",
+         {database_retries} database calls retried by the dispatcher):\n{report}\n",
         drain.as_secs_f64()
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), summary.as_bytes());
     let problems = report.problems();
     if !problems.is_empty() {
         let kept = logs.keep();
@@ -194,22 +202,23 @@ async fn drive(
             }
         }
         let paused = workers.iter().filter(|w| w.paused_until.is_some()).count();
-        match rng.below(10) {
-            0..4 if paused < WORKERS / 2 => {
-                let running: Vec<usize> = (0..workers.len())
-                    .filter(|&i| workers[i].paused_until.is_none())
-                    .collect();
-                let pick = running[rng.below(running.len() as u64) as usize];
-                let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
-                workers[pick].pause(now + pause);
-                faults.pauses += 1;
-            }
-            4 if now.duration_since(last_kill) > Duration::from_secs(5) => {
-                dispatcher.kill_and_restart();
-                faults.dispatcher_restarts += 1;
-                last_kill = now;
-            }
-            _ => {}
+        let choice = rng.below(10);
+        if choice < 4 && paused < WORKERS / 2 {
+            let running: Vec<usize> = (0..workers.len())
+                .filter(|&i| workers[i].paused_until.is_none())
+                .collect();
+            let pick = running[rng.below(running.len() as u64) as usize];
+            let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
+            workers[pick].pause(now + pause);
+            faults.pauses += 1;
+        }
+        // At random, at most every 5 s; and surely once by a third of the run.
+        let kill = (choice == 4 && now.duration_since(last_kill) > Duration::from_secs(5))
+            || (faults.dispatcher_restarts == 0 && now.duration_since(start) > period / 3);
+        if kill {
+            dispatcher.kill_and_restart();
+            faults.dispatcher_restarts += 1;
+            last_kill = now;
         }
         if restart_due && now.duration_since(start) > period / 2 {
             restart_due = false;
