@@ -233,7 +233,8 @@ async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
     let mut rng = Rng::new(args.seed);
     let mut account = 1 + pick(&mut rng, args.accounts);
     let ttl_max = args.ttl_max.unwrap_or(args.ttl).max(args.ttl);
-    let mut jobs = 0u64;
+    // Counts tries, busy ones included; with the name it makes every key fresh.
+    let mut round = 0u64;
     while Instant::now() < until {
         // Leases are whole milliseconds.
         let spread = u64::try_from((ttl_max - args.ttl).as_millis()).unwrap_or(u64::MAX);
@@ -241,7 +242,7 @@ async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
         let parts = (0..=pick(&mut rng, args.max_ops))
             .map(|part| {
                 let key = format!(
-                    "statement-{account}-{}-{}-{jobs}-{part}",
+                    "statement-{account}-{}-{}-{round}-{part}",
                     args.month, args.name
                 );
                 (key, args.work.mul_f64(0.5 + fraction(&mut rng) / 2.0))
@@ -261,11 +262,11 @@ async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
             }
             Err(e) => return Err(e),
         }
-        jobs += 1;
+        round += 1;
         account = account % args.accounts + 1;
         tokio::time::sleep(Duration::from_millis(rng.below(50))).await;
     }
-    say(json!({"event": "finished", "jobs": jobs}));
+    say(json!({"event": "finished", "rounds": round}));
     Ok(ExitCode::SUCCESS)
 }
 
