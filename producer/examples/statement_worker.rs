@@ -11,14 +11,15 @@
 //!
 //! With `--loop-for`, it keeps running jobs (the chaos suite runs six of these): each job takes
 //! the next free account of `--accounts`, a lease of a TTL between `--ttl` and `--ttl-max`,
-//! and records 1 to `--max-ops` statement parts, each under a fresh idempotency key. Every
-//! enqueue attempt is printed with its outcome, so a checker can tell what was accepted.
+//! and records 1 to `--max-ops` statement parts, each under a fresh idempotency key, one by one
+//! or (a third of the time) in one batch. Every op's enqueue attempt is printed with its
+//! outcome, so a checker can tell what was accepted.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use outbox_producer::{Error, LeaseKeeper, Operation, Outbox, StoreOptions, TtlBounds};
+use outbox_producer::{Enqueued, Error, LeaseKeeper, Operation, Outbox, StoreOptions, TtlBounds};
 use outbox_tests::Rng;
 use serde_json::json;
 
@@ -110,18 +111,20 @@ async fn connect(args: &Args) -> Result<Outbox, Error> {
     Ok(outbox)
 }
 
-/// One job: the statement of `account`, in `parts.len()` parts, each recorded after its
-/// share of work under its own idempotency key.
+/// One job: the statement of `account`, in `parts.len()` parts, each under its own
+/// idempotency key, recorded one by one after its share of work, or all in one batch.
 struct Job<'a> {
     args: &'a Args,
     account: u32,
     ttl: Duration,
     /// (idempotency key, work before recording it) per part.
     parts: Vec<(String, Duration)>,
+    /// Record every part with one all-or-nothing `enqueue_batch`.
+    batch: bool,
 }
 
 /// How a job ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobEnd {
     /// Another owner holds the resource.
     Busy,
@@ -150,53 +153,51 @@ async fn run_job(outbox: &Outbox, job: &Job<'_>) -> Result<JobEnd, Error> {
     } else {
         keeper.lost()
     };
+    let groups: Vec<&[(String, Duration)]> = if job.batch {
+        vec![&job.parts[..]]
+    } else {
+        job.parts.chunks(1).collect()
+    };
     let mut end = JobEnd::Done;
-    for (part, (key, work)) in job.parts.iter().enumerate() {
+    let mut part = 0;
+    for group in groups {
         tokio::select! {
-            () = tokio::time::sleep(*work) => {}
+            () = tokio::time::sleep(group.iter().map(|(_, work)| *work).sum()) => {}
             () = lost.cancelled() => {
                 say(json!({"event": "lost", "resource": resource, "token": keeper.lease().token}));
                 end = JobEnd::Refused;
                 break;
             }
         }
-        let statement = json!({
-            "account": job.account, "month": args.month, "part": part, "by": args.name,
-            "currency": "EUR", "closing_balance_cents": 125_000,
-        });
+        let mut ops = Vec::with_capacity(group.len());
+        for (key, _) in group {
+            let statement = json!({
+                "account": job.account, "month": args.month, "part": part, "by": args.name,
+                "currency": "EUR", "closing_balance_cents": 125_000,
+            });
+            part += 1;
+            ops.push(
+                Operation::post(args.destination.as_str(), "/v1/statements")
+                    .json(&statement)
+                    .idempotency_key(key.as_str())
+                    .build()?,
+            );
+        }
         // The fenced write: refused if a newer owner exists, whatever this process believes.
-        let op = Operation::post(args.destination.as_str(), "/v1/statements")
-            .json(&statement)
-            .idempotency_key(key.as_str())
-            .build()?;
         let lease = keeper.lease();
-        let (result, part_end) = match outbox.enqueue(&lease, &op).await {
-            Ok(done) if done.duplicate => (
-                json!({"outcome": "duplicate", "op_id": done.op_id}),
-                JobEnd::Done,
-            ),
-            Ok(done) => (
-                json!({"outcome": "accepted", "op_id": done.op_id, "seq": done.seq}),
-                JobEnd::Done,
-            ),
-            Err(Error::Stale { current_token }) => (
-                json!({"outcome": "stale", "current_token": current_token}),
-                JobEnd::Refused,
-            ),
-            Err(Error::LeaseExpired) => (json!({"outcome": "expired"}), JobEnd::Refused),
-            Err(Error::NoLease) => (json!({"outcome": "no_lease"}), JobEnd::Refused),
-            // The commit may or may not have happened; a checker resolves it in the table.
-            Err(Error::Store(e)) => (
-                json!({"outcome": "error", "error": e.to_string()}),
-                JobEnd::Failed,
-            ),
-            Err(e) => return Err(e),
+        let result = match ops.as_slice() {
+            [op] => outbox.enqueue(&lease, op).await.map(|done| vec![done]),
+            ops => outbox.enqueue_batch(&lease, ops).await,
         };
-        say(
-            json!({"event": "enqueue", "resource": resource, "token": lease.token, "key": key, "result": result}),
-        );
-        if part_end != JobEnd::Done {
-            end = part_end;
+        let (results, group_end) = outcomes(result, ops.len())?;
+        for ((key, _), result) in group.iter().zip(results) {
+            say(json!({
+                "event": "enqueue", "resource": resource, "token": lease.token, "key": key,
+                "batch": group.len() > 1, "result": result,
+            }));
+        }
+        if group_end != JobEnd::Done {
+            end = group_end;
             break;
         }
     }
@@ -204,6 +205,40 @@ async fn run_job(outbox: &Outbox, job: &Job<'_>) -> Result<JobEnd, Error> {
     let released = keeper.release().await?;
     say(json!({"event": "released", "resource": resource, "token": token, "released": released}));
     Ok(end)
+}
+
+/// What an enqueue of `n` ops returned, one JSON result per op, and how the job goes on.
+fn outcomes(
+    result: Result<Vec<Enqueued>, Error>,
+    n: usize,
+) -> Result<(Vec<serde_json::Value>, JobEnd), Error> {
+    let every = |result: serde_json::Value, end: JobEnd| Ok((vec![result; n], end));
+    match result {
+        Ok(done) => Ok((
+            done.iter()
+                .map(|d| {
+                    if d.duplicate {
+                        json!({"outcome": "duplicate", "op_id": d.op_id})
+                    } else {
+                        json!({"outcome": "accepted", "op_id": d.op_id, "seq": d.seq})
+                    }
+                })
+                .collect(),
+            JobEnd::Done,
+        )),
+        Err(Error::Stale { current_token }) => every(
+            json!({"outcome": "stale", "current_token": current_token}),
+            JobEnd::Refused,
+        ),
+        Err(Error::LeaseExpired) => every(json!({"outcome": "expired"}), JobEnd::Refused),
+        Err(Error::NoLease) => every(json!({"outcome": "no_lease"}), JobEnd::Refused),
+        // The commit may or may not have happened; a checker resolves it in the table.
+        Err(Error::Store(e)) => every(
+            json!({"outcome": "error", "error": e.to_string()}),
+            JobEnd::Failed,
+        ),
+        Err(e) => Err(e),
+    }
 }
 
 /// One statement for `--account`; exit 0 when recorded, 3 when refused, 6 when busy.
@@ -217,6 +252,7 @@ async fn run_once(args: &Args) -> Result<ExitCode, Error> {
             format!("statement-{}-{}", args.account, args.month),
             args.work,
         )],
+        batch: false,
     };
     Ok(match run_job(&outbox, &job).await? {
         JobEnd::Done => ExitCode::SUCCESS,
@@ -239,7 +275,7 @@ async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
         // Leases are whole milliseconds.
         let spread = u64::try_from((ttl_max - args.ttl).as_millis()).unwrap_or(u64::MAX);
         let ttl = args.ttl + Duration::from_millis(rng.below(spread.saturating_add(1)));
-        let parts = (0..=pick(&mut rng, args.max_ops))
+        let parts: Vec<(String, Duration)> = (0..=pick(&mut rng, args.max_ops))
             .map(|part| {
                 let key = format!(
                     "statement-{account}-{}-{}-{round}-{part}",
@@ -248,11 +284,14 @@ async fn run_loop(args: &Args, period: Duration) -> Result<ExitCode, Error> {
                 (key, args.work.mul_f64(0.5 + fraction(&mut rng) / 2.0))
             })
             .collect();
+        // A third of the jobs with several parts record them in one batch.
+        let batch = parts.len() > 1 && rng.chance(33);
         let job = Job {
             args,
             account,
             ttl,
             parts,
+            batch,
         };
         match run_job(&outbox, &job).await {
             Ok(_) => {}

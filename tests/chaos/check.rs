@@ -70,6 +70,8 @@ pub(crate) struct Enqueue {
     pub(crate) key: String,
     /// What it returned.
     pub(crate) outcome: Outcome,
+    /// Part of an all-or-nothing batch.
+    pub(crate) batch: bool,
 }
 
 /// What one worker printed, parsed.
@@ -111,6 +113,7 @@ impl WorkerLog {
                         token: event["token"].as_i64().expect("token"),
                         key: event["key"].as_str().expect("key").to_owned(),
                         outcome,
+                        batch: event["batch"].as_bool().unwrap_or(false),
                     });
                 }
                 _ => {}
@@ -173,6 +176,7 @@ pub(crate) struct Report {
     lost_signals: usize,
     worker_errors: usize,
     attempts: usize,
+    in_batches: usize,
     accepted: usize,
     duplicate_enqueues: usize,
     stale: usize,
@@ -228,6 +232,7 @@ impl Report {
             r.worker_errors += log.errors;
             for e in &log.enqueues {
                 r.attempts += 1;
+                r.in_batches += usize::from(e.batch);
                 match e.outcome {
                     Outcome::Accepted => r.accepted += 1,
                     Outcome::Duplicate => r.duplicate_enqueues += 1,
@@ -427,9 +432,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  enqueue attempts {}: accepted {}, duplicate {}, refused {} (stale {}, expired {}, no lease {}), \
-             unknown outcome {} ({} found stored)",
+            "  enqueue attempts {} ({} in batches): accepted {}, duplicate {}, refused {} (stale {}, \
+             expired {}, no lease {}), unknown outcome {} ({} found stored)",
             self.attempts,
+            self.in_batches,
             self.accepted,
             self.duplicate_enqueues,
             self.stale + self.expired + self.no_lease,

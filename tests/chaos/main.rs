@@ -258,6 +258,7 @@ mod checker {
             token,
             key: key.to_owned(),
             outcome,
+            batch: false,
         }
     }
 
