@@ -149,6 +149,8 @@ pub(crate) struct Faults {
     pub(crate) pauses: usize,
     /// Dispatcher processes killed with SIGKILL and replaced.
     pub(crate) dispatcher_restarts: usize,
+    /// Dispatchers stopped past their partition lease.
+    pub(crate) dispatcher_pauses: usize,
     /// Database server restarts.
     pub(crate) database_restarts: usize,
 }
@@ -490,11 +492,12 @@ impl fmt::Display for Report {
         write!(
             f,
             "  (f) exercised: stale rejections {}, dispatcher restarts {}, retried attempts {}, \
-             worker pauses {}, database restarts {} [{}]",
+             worker pauses {}, dispatcher pauses {}, database restarts {} [{}]",
             self.stale,
             self.faults.dispatcher_restarts,
             self.failed_attempts,
             self.faults.pauses,
+            self.faults.dispatcher_pauses,
             self.faults.database_restarts,
             if exercised { "ok" } else { "FAILED" }
         )

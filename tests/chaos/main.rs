@@ -1,7 +1,8 @@
 //! The chaos suite: six real worker processes (the example `statement_worker`) race over four
 //! accounts with 1–2 s leases while a driver stops them past their leases (SIGSTOP/SIGCONT),
-//! SIGKILLs and restarts the dispatcher and, on PostgreSQL, restarts the database; the
-//! destination answers 503 or stalls at random. After the drain, the checker proves nothing
+//! SIGKILLs and restarts dispatchers (a leader and a standby), stops one past its partition
+//! lease and, on PostgreSQL, restarts the database; the destination answers 503 or stalls at
+//! random. After the drain, the checker proves nothing
 //! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
 //! the faults really happened.
 //!
@@ -22,6 +23,10 @@ use procs::{Dispatcher, Worker, WorkerSpec};
 const SEED: u64 = 0x5EED_0007;
 /// Worker processes.
 const WORKERS: usize = 6;
+/// Dispatcher instances: a leader and a standby.
+const DISPATCHERS: usize = 2;
+/// The dispatchers' partition lease; their pauses last longer than this.
+const DISPATCHER_LEASE: Duration = Duration::from_secs(3);
 /// Longest worker lease; pauses last longer than this.
 const MAX_LEASE: Duration = Duration::from_secs(2);
 
@@ -69,7 +74,10 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     drop(db.outbox().await); // migrated before anyone starts
 
     let destination = Receiver::start_with(flaky(seed)).await;
-    let mut dispatcher = Dispatcher::start(logs.path(), db.url(), &destination.url());
+    let config = Dispatcher::configure(logs.path(), db.url(), &destination.url());
+    let mut dispatchers: Vec<Dispatcher> = (0..DISPATCHERS)
+        .map(|i| Dispatcher::start(&config, &format!("d{i}")))
+        .collect();
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|i| {
             let spec = WorkerSpec {
@@ -85,7 +93,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     let faults = drive(
         &db,
         &mut workers,
-        &mut dispatcher,
+        &mut dispatchers,
         period,
         seed,
         restart_database,
@@ -113,9 +121,12 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     )
     .await;
     let drain = drained.elapsed();
-    let database_retries =
-        dispatcher.logged("database call failed") + dispatcher.logged("database unreachable");
-    dispatcher.stop();
+    let logged = |text: &str| dispatchers.iter().map(|d| d.logged(text)).sum::<usize>();
+    let database_retries = logged("database call failed") + logged("database unreachable");
+    let discarded = logged("completion discarded");
+    for d in dispatchers {
+        d.stop();
+    }
     let failed_attempts = db
         .attempts()
         .await
@@ -148,8 +159,9 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     // Straight to stderr, past the test harness's capture: the summary is the evidence, so
     // it is printed whether the run passes or fails.
     let summary = format!(
-        "chaos summary ({backend}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s, \
-         {database_retries} database calls retried by the dispatcher):\n{report}\n",
+        "chaos summary ({backend}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s; \
+         dispatchers retried {database_retries} database calls and discarded {discarded} \
+         completions after losing their lease):\n{report}\n",
         drain.as_secs_f64()
     );
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), summary.as_bytes());
@@ -175,13 +187,13 @@ fn flaky(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
     }
 }
 
-/// Injects faults for `period`: pauses workers past their lease, kills and restarts the
-/// dispatcher, and restarts the database once halfway when asked. Every worker is running
-/// again when it returns.
+/// Injects faults for `period`: pauses workers past their lease, kills and restarts a
+/// dispatcher, pauses one past its partition lease, and restarts the database once halfway
+/// when asked. Every process is running again when it returns.
 async fn drive(
     db: &TestDb,
     workers: &mut [Worker],
-    dispatcher: &mut Dispatcher,
+    dispatchers: &mut [Dispatcher],
     period: Duration,
     seed: u64,
     restart_database: bool,
@@ -197,28 +209,37 @@ async fn drive(
         tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
         let now = Instant::now();
         for w in workers.iter_mut() {
-            if w.paused_until.is_some_and(|until| until <= now) {
-                w.resume();
-            }
+            w.proc.resume_if_due(now);
         }
-        let paused = workers.iter().filter(|w| w.paused_until.is_some()).count();
+        for d in dispatchers.iter_mut() {
+            d.proc.resume_if_due(now);
+        }
+        let paused = workers.iter().filter(|w| w.proc.is_paused()).count();
         let choice = rng.below(10);
         if choice < 4 && paused < WORKERS / 2 {
             let running: Vec<usize> = (0..workers.len())
-                .filter(|&i| workers[i].paused_until.is_none())
+                .filter(|&i| !workers[i].proc.is_paused())
                 .collect();
             let pick = running[rng.below(running.len() as u64) as usize];
             let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
-            workers[pick].pause(now + pause);
+            workers[pick].proc.pause(now + pause);
             faults.pauses += 1;
         }
-        // At random, at most every 5 s; and surely once by a third of the run.
+        // Kill one at random, at most every 5 s; and surely once by a third of the run.
         let kill = (choice == 4 && now.duration_since(last_kill) > Duration::from_secs(5))
             || (faults.dispatcher_restarts == 0 && now.duration_since(start) > period / 3);
         if kill {
-            dispatcher.kill_and_restart();
+            let pick = rng.below(dispatchers.len() as u64) as usize;
+            dispatchers[pick].kill_and_restart();
             faults.dispatcher_restarts += 1;
             last_kill = now;
+        }
+        // Pause one past its partition lease (the leader or the standby), one at a time.
+        if choice == 5 && !dispatchers.iter().any(|d| d.proc.is_paused()) {
+            let pick = rng.below(dispatchers.len() as u64) as usize;
+            let pause = DISPATCHER_LEASE + Duration::from_millis(500 + rng.below(1500));
+            dispatchers[pick].proc.pause(now + pause);
+            faults.dispatcher_pauses += 1;
         }
         if restart_due && now.duration_since(start) > period / 2 {
             restart_due = false;
@@ -230,8 +251,11 @@ async fn drive(
             faults.database_restarts += 1;
         }
     }
-    for w in workers.iter_mut().filter(|w| w.paused_until.is_some()) {
-        w.resume();
+    for w in workers.iter_mut().filter(|w| w.proc.is_paused()) {
+        w.proc.resume();
+    }
+    for d in dispatchers.iter_mut().filter(|d| d.proc.is_paused()) {
+        d.proc.resume();
     }
     faults
 }
@@ -318,7 +342,7 @@ mod checker {
             faults: crate::check::Faults {
                 pauses: 1,
                 dispatcher_restarts: 1,
-                database_restarts: 0,
+                ..crate::check::Faults::default()
             },
         }
     }

@@ -55,6 +55,54 @@ pub(crate) fn binaries() -> &'static Binaries {
     })
 }
 
+/// A child process the driver may stop and resume; killed if still running when dropped.
+#[derive(Debug)]
+pub(crate) struct Proc {
+    child: Child,
+    /// When a pause should end, while it is stopped.
+    pub(crate) paused_until: Option<Instant>,
+}
+
+impl Proc {
+    fn new(child: Child) -> Proc {
+        Proc {
+            child,
+            paused_until: None,
+        }
+    }
+
+    /// SIGSTOP until `until`.
+    pub(crate) fn pause(&mut self, until: Instant) {
+        signal(&self.child, "-STOP");
+        self.paused_until = Some(until);
+    }
+
+    /// SIGCONT.
+    pub(crate) fn resume(&mut self) {
+        signal(&self.child, "-CONT");
+        self.paused_until = None;
+    }
+
+    /// SIGCONT if its pause is over at `now`.
+    pub(crate) fn resume_if_due(&mut self, now: Instant) {
+        if self.paused_until.is_some_and(|until| until <= now) {
+            self.resume();
+        }
+    }
+
+    /// Whether it is stopped.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused_until.is_some()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// How one worker process is started.
 #[derive(Debug, Clone)]
 pub(crate) struct WorkerSpec {
@@ -73,11 +121,10 @@ pub(crate) struct WorkerSpec {
 pub(crate) struct Worker {
     /// Its name.
     pub(crate) name: String,
-    child: Child,
+    /// The process.
+    pub(crate) proc: Proc,
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<std::thread::JoinHandle<()>>,
-    /// When a pause should end, while it is stopped.
-    pub(crate) paused_until: Option<Instant>,
 }
 
 impl Worker {
@@ -107,30 +154,17 @@ impl Worker {
         });
         Worker {
             name: spec.name.clone(),
-            child,
+            proc: Proc::new(child),
             lines,
             reader: Some(reader),
-            paused_until: None,
         }
-    }
-
-    /// SIGSTOP until `until`.
-    pub(crate) fn pause(&mut self, until: Instant) {
-        signal(&self.child, "-STOP");
-        self.paused_until = Some(until);
-    }
-
-    /// SIGCONT.
-    pub(crate) fn resume(&mut self) {
-        signal(&self.child, "-CONT");
-        self.paused_until = None;
     }
 
     /// Waits for it to finish its loop (up to `timeout`) and returns every line it printed.
     pub(crate) fn finish(mut self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         let status = loop {
-            if let Some(status) = self.child.try_wait().expect("wait for worker") {
+            if let Some(status) = self.proc.child.try_wait().expect("wait for worker") {
                 break status;
             }
             assert!(
@@ -152,27 +186,23 @@ impl Worker {
     }
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The dispatcher daemon; each start is a new process with its own log file.
+/// One dispatcher instance; each (re)start is a new process with its own log file. Several
+/// instances share one config: one leads the partition, the others stand by.
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
-    child: Child,
+    /// Its name, in its log files' names.
+    pub(crate) name: String,
+    /// The running process.
+    pub(crate) proc: Proc,
     config: PathBuf,
     logs: PathBuf,
-    /// How many times it was started.
-    pub(crate) starts: u32,
+    starts: u32,
 }
 
 impl Dispatcher {
-    /// Writes its config into `dir` (one destination `statements` at `destination`: 1 s
-    /// timeout, quick retries that never give up within a run) and starts it.
-    pub(crate) fn start(dir: &Path, database_url: &str, destination: &str) -> Dispatcher {
+    /// Writes the shared config into `dir` (one destination `statements` at `destination`:
+    /// 1 s timeout, quick retries that never give up within a run; a 3 s partition lease).
+    pub(crate) fn configure(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
         let config = dir.join("dispatcher.toml");
         let text = format!(
             "[database]\nurl = {database_url:?}\n[lease]\nmin_ttl = \"1s\"\n\
@@ -181,11 +211,18 @@ impl Dispatcher {
              retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n"
         );
         std::fs::write(&config, text).expect("write dispatcher config");
-        let child = Self::spawn(&config, &dir.join("dispatcher-1.log"));
+        config
+    }
+
+    /// Starts instance `name` on `config`; its logs go next to the config.
+    pub(crate) fn start(config: &Path, name: &str) -> Dispatcher {
+        let logs = config.parent().expect("config dir").to_owned();
+        let proc = Proc::new(Self::spawn(config, &logs.join(format!("{name}-1.log"))));
         Dispatcher {
-            child,
-            config,
-            logs: dir.to_owned(),
+            name: name.to_owned(),
+            proc,
+            config: config.to_owned(),
+            logs,
             starts: 1,
         }
     }
@@ -202,35 +239,34 @@ impl Dispatcher {
             .expect("start outbox-dispatcher")
     }
 
-    /// SIGKILL, then a new process at once: it must wait out the dead one's lease.
+    /// SIGKILL (stopped or not), then a new process at once; if it was the leader, whoever
+    /// leads next waits out the dead one's lease.
     pub(crate) fn kill_and_restart(&mut self) {
-        signal(&self.child, "-KILL");
-        let _ = self.child.wait();
+        let _ = self.proc.child.kill();
+        let _ = self.proc.child.wait();
         self.starts += 1;
-        let log = self.logs.join(format!("dispatcher-{}.log", self.starts));
-        self.child = Self::spawn(&self.config, &log);
+        let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
+        self.proc = Proc::new(Self::spawn(&self.config, &log));
     }
 
     /// Lines of all its processes' logs that contain `text`.
     pub(crate) fn logged(&self, text: &str) -> usize {
         (1..=self.starts)
-            .map(|n| self.logs.join(format!("dispatcher-{n}.log")))
+            .map(|n| self.logs.join(format!("{}-{n}.log", self.name)))
             .filter_map(|path| std::fs::read_to_string(path).ok())
             .map(|log| log.lines().filter(|l| l.contains(text)).count())
             .sum()
     }
 
     /// SIGTERM and wait for a clean exit.
-    pub(crate) fn stop(mut self) {
-        signal(&self.child, "-TERM");
-        let status = self.child.wait().expect("wait for dispatcher");
-        assert!(status.success(), "the dispatcher exited with {status}");
-    }
-}
-
-impl Drop for Dispatcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub(crate) fn stop(self) {
+        signal(&self.proc.child, "-TERM");
+        let mut proc = self.proc;
+        let status = proc.child.wait().expect("wait for dispatcher");
+        assert!(
+            status.success(),
+            "dispatcher {} exited with {status}",
+            self.name
+        );
     }
 }
