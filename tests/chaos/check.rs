@@ -213,6 +213,18 @@ pub(crate) struct Report {
     differing_duplicates: Vec<String>,
 }
 
+/// The evidence indexed by idempotency key.
+struct Index<'a> {
+    /// Ops in the table.
+    stored: HashMap<&'a str, &'a StoredOp>,
+    /// Keys committed (accepted, or unknown and found in the table), with their token.
+    accepted: HashMap<&'a str, i64>,
+    /// Keys refused (or unknown and not in the table).
+    refused: HashSet<&'a str>,
+    /// Requests per key, with their arrival index.
+    by_key: HashMap<&'a str, Vec<(usize, &'a Received)>>,
+}
+
 impl Report {
     /// Checks (a)–(f) over `evidence`.
     pub(crate) fn new(evidence: &Evidence) -> Report {
@@ -223,32 +235,43 @@ impl Report {
             faults: evidence.faults,
             ..Report::default()
         };
+        let ix = r.tally(evidence);
+        r.check_lost(&ix);
+        r.check_stale(&ix, &evidence.ops);
+        r.check_unexpected(&ix, &evidence.ops);
+        r.check_order(&ix, &evidence.ops);
+        r.check_duplicates(&ix);
+        r
+    }
+
+    /// Counts the attempts and requests and indexes them; an unknown outcome is resolved by
+    /// the table, and a definite refusal found in the table is recorded for (b).
+    fn tally<'a>(&mut self, evidence: &'a Evidence) -> Index<'a> {
         let stored: HashMap<&str, &StoredOp> =
             evidence.ops.iter().map(|o| (o.key.as_str(), o)).collect();
-        // key -> the token it was accepted with; keys definitely refused.
         let mut accepted: HashMap<&str, i64> = HashMap::new();
         let mut refused: HashSet<&str> = HashSet::new();
         for log in &evidence.workers {
-            r.jobs += log.jobs;
-            r.lost_signals += log.lost;
-            r.worker_errors += log.errors;
+            self.jobs += log.jobs;
+            self.lost_signals += log.lost;
+            self.worker_errors += log.errors;
             for e in &log.enqueues {
-                r.attempts += 1;
-                r.in_batches += usize::from(e.batch);
+                self.attempts += 1;
+                self.in_batches += usize::from(e.batch);
                 match e.outcome {
-                    Outcome::Accepted => r.accepted += 1,
-                    Outcome::Duplicate => r.duplicate_enqueues += 1,
-                    Outcome::Stale => r.stale += 1,
-                    Outcome::Expired => r.expired += 1,
-                    Outcome::NoLease => r.no_lease += 1,
-                    Outcome::Error => r.uncertain += 1,
+                    Outcome::Accepted => self.accepted += 1,
+                    Outcome::Duplicate => self.duplicate_enqueues += 1,
+                    Outcome::Stale => self.stale += 1,
+                    Outcome::Expired => self.expired += 1,
+                    Outcome::NoLease => self.no_lease += 1,
+                    Outcome::Error => self.uncertain += 1,
                 }
                 let committed = match e.outcome {
                     Outcome::Accepted | Outcome::Duplicate => true,
                     Outcome::Stale | Outcome::Expired | Outcome::NoLease => false,
                     Outcome::Error => {
                         let in_table = stored.contains_key(e.key.as_str());
-                        r.uncertain_stored += usize::from(in_table);
+                        self.uncertain_stored += usize::from(in_table);
                         in_table
                     }
                 };
@@ -256,7 +279,7 @@ impl Report {
                     accepted.insert(&e.key, e.token);
                 } else {
                     if e.outcome != Outcome::Error && stored.contains_key(e.key.as_str()) {
-                        r.stale_stored
+                        self.stale_stored
                             .push(format!("{} (by {}, token {})", e.key, e.worker, e.token));
                     }
                     refused.insert(&e.key);
@@ -269,56 +292,72 @@ impl Report {
             by_key.entry(key(req)).or_default().push((i, req));
             match Answer::of(req) {
                 Answer::Ok => {}
-                Answer::Failed => r.failed += 1,
-                Answer::Stalled => r.stalled += 1,
+                Answer::Failed => self.failed += 1,
+                Answer::Stalled => self.stalled += 1,
             }
         }
+        Index {
+            stored,
+            accepted,
+            refused,
+            by_key,
+        }
+    }
 
-        // (a) every accepted op was answered 200 in time at least once and is delivered.
-        let mut lost: Vec<&str> = accepted
+    /// (a) Every accepted op was answered 2xx in time at least once and is delivered.
+    fn check_lost(&mut self, ix: &Index<'_>) {
+        let mut lost: Vec<&str> = ix
+            .accepted
             .keys()
             .copied()
             .filter(|key| {
-                let acknowledged = by_key
+                let acknowledged = ix
+                    .by_key
                     .get(key)
                     .is_some_and(|reqs| reqs.iter().any(|(_, q)| Answer::of(q) == Answer::Ok));
-                let delivered = stored.get(key).is_some_and(|o| o.state == "delivered");
+                let delivered = ix.stored.get(key).is_some_and(|o| o.state == "delivered");
                 !(acknowledged && delivered)
             })
             .collect();
         lost.sort_unstable();
-        r.lost = lost.into_iter().map(str::to_owned).collect();
+        self.lost = lost.into_iter().map(str::to_owned).collect();
+    }
 
-        // (b) no refused key reached the destination.
-        r.stale_sends = refused
+    /// (b) No refused key reached the destination; and, whatever the workers believed, per
+    /// resource the tokens of stored ops never go down in enqueue order: nothing was accepted
+    /// from an owner already superseded.
+    fn check_stale(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
+        self.stale_sends = ix
+            .refused
             .iter()
-            .filter(|key| by_key.contains_key(*key))
+            .filter(|key| ix.by_key.contains_key(*key))
             .map(|key| (*key).to_owned())
             .collect();
-        r.stale_sends.sort_unstable();
-        // (b) and, whatever the workers believed, per resource the tokens of stored ops never
-        // go down in enqueue order: nothing was accepted from an owner already superseded.
+        self.stale_sends.sort_unstable();
         let mut by_resource: BTreeMap<&str, Vec<&StoredOp>> = BTreeMap::new();
-        for op in &evidence.ops {
+        for op in ops {
             by_resource.entry(&op.resource).or_default().push(op);
         }
         for (resource, mut ops) in by_resource {
             ops.sort_by_key(|o| o.seq);
             for pair in ops.windows(2) {
                 if pair[1].fence < pair[0].fence {
-                    r.stale_accepts.push(format!(
+                    self.stale_accepts.push(format!(
                         "{resource}: {} (token {}) stored after {} (token {})",
                         pair[1].key, pair[1].fence, pair[0].key, pair[0].fence
                     ));
                 }
             }
         }
+    }
 
-        // (c) every request matches an accepted op: key, token and body.
-        for (key, reqs) in &by_key {
-            let (Some(token), Some(op)) = (accepted.get(key), stored.get(key)) else {
-                if !refused.contains(key) {
-                    r.unexpected
+    /// (c) Every request matches an accepted op (key, token and body), and every row in the
+    /// table was enqueued by a worker.
+    fn check_unexpected(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
+        for (key, reqs) in &ix.by_key {
+            let (Some(token), Some(op)) = (ix.accepted.get(key), ix.stored.get(key)) else {
+                if !ix.refused.contains(key) {
+                    self.unexpected
                         .push(format!("{key}: {} requests, no op", reqs.len()));
                 }
                 continue;
@@ -326,44 +365,47 @@ impl Report {
             for (i, req) in reqs {
                 let sent = self::token(req);
                 if sent != token.to_string() || sent != op.fence.to_string() {
-                    r.unexpected.push(format!(
+                    self.unexpected.push(format!(
                         "{key}: request {i} carries token {sent:?}, accepted with {token}"
                     ));
                 }
                 if req.body != op.body {
-                    r.unexpected
+                    self.unexpected
                         .push(format!("{key}: request {i} has a body unlike the op's"));
                 }
             }
         }
-        for op in &evidence.ops {
-            if !accepted.contains_key(op.key.as_str()) && !refused.contains(op.key.as_str()) {
-                r.unexpected
+        for op in ops {
+            if !ix.accepted.contains_key(op.key.as_str()) && !ix.refused.contains(op.key.as_str()) {
+                self.unexpected
                     .push(format!("{}: in the table, no worker enqueued it", op.key));
             }
         }
+        self.unexpected.sort_unstable();
+    }
 
-        // (d) per order key, first arrivals follow enqueue order.
+    /// (d) Per order key, first arrivals follow enqueue order.
+    fn check_order(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
         let mut streams: BTreeMap<&str, Vec<&StoredOp>> = BTreeMap::new();
-        for op in &evidence.ops {
+        for op in ops {
             if let Some(order_key) = &op.order_key
-                && accepted.contains_key(op.key.as_str())
+                && ix.accepted.contains_key(op.key.as_str())
             {
                 streams.entry(order_key).or_default().push(op);
             }
         }
-        r.order_keys = streams.len();
+        self.order_keys = streams.len();
         for (order_key, mut ops) in streams {
             ops.sort_by_key(|o| o.seq);
             let mut previous: Option<(usize, &StoredOp)> = None;
             for op in ops {
-                let Some(first) = by_key.get(op.key.as_str()).map(|reqs| reqs[0].0) else {
+                let Some(first) = ix.by_key.get(op.key.as_str()).map(|reqs| reqs[0].0) else {
                     continue; // counted as lost
                 };
                 if let Some((before, earlier)) = previous
                     && first < before
                 {
-                    r.out_of_order.push(format!(
+                    self.out_of_order.push(format!(
                         "{order_key}: {} (seq {}) arrived before {} (seq {})",
                         op.key, op.seq, earlier.key, earlier.seq
                     ));
@@ -371,24 +413,24 @@ impl Report {
                 previous = Some((first, op));
             }
         }
+    }
 
-        // (e) duplicates are counted; their copies must be identical.
-        for (key, reqs) in &by_key {
+    /// (e) Duplicates are counted; their copies must be identical.
+    fn check_duplicates(&mut self, ix: &Index<'_>) {
+        for (key, reqs) in &ix.by_key {
             if reqs.len() > 1 {
-                r.duplicate_keys += 1;
-                r.duplicate_requests += reqs.len() - 1;
+                self.duplicate_keys += 1;
+                self.duplicate_requests += reqs.len() - 1;
                 let (_, first) = reqs[0];
                 if reqs
                     .iter()
                     .any(|(_, q)| q.body != first.body || token(q) != token(first))
                 {
-                    r.differing_duplicates.push((*key).to_owned());
+                    self.differing_duplicates.push((*key).to_owned());
                 }
             }
         }
-        r.differing_duplicates.sort_unstable();
-        r.unexpected.sort_unstable();
-        r
+        self.differing_duplicates.sort_unstable();
     }
 
     /// What breaks a guarantee, or shows the run proved nothing; empty when all held.
