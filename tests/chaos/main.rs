@@ -2,9 +2,8 @@
 //! accounts with 1–2 s leases while a driver stops them past their leases (SIGSTOP/SIGCONT),
 //! SIGKILLs and restarts dispatchers (a leader and a standby), stops one past its partition
 //! lease and, on PostgreSQL, restarts the database; the destination answers 503 or stalls at
-//! random. After the drain, the checker proves nothing
-//! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
-//! the faults really happened.
+//! random. After the drain, the checker proves nothing was lost, no stale or unexpected call
+//! was sent, order held, duplicates were identical, and the faults really happened.
 //!
 //! `CHAOS_SECONDS` (default 60, at least 15) sets how long the faults go on, for longer soaks;
 //! `CHAOS_SEED` replaces the fixed seed of the driver, the workers and the destination.
@@ -12,6 +11,7 @@
 mod check;
 mod procs;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
@@ -29,6 +29,38 @@ const DISPATCHERS: usize = 2;
 const DISPATCHER_LEASE: Duration = Duration::from_secs(3);
 /// Longest worker lease; pauses last longer than this.
 const MAX_LEASE: Duration = Duration::from_secs(2);
+
+/// The run's folder of process logs: removed after a passing run, kept and named when the run
+/// panics, whatever the panic.
+struct Logs(Option<tempfile::TempDir>);
+
+impl Logs {
+    fn new() -> Logs {
+        Logs(Some(
+            tempfile::Builder::new()
+                .prefix("chaos-")
+                .tempdir()
+                .expect("log dir"),
+        ))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_ref().expect("log dir").path()
+    }
+}
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.0.take()
+        {
+            eprintln!(
+                "chaos: the processes' logs are kept in {}",
+                dir.keep().display()
+            );
+        }
+    }
+}
 
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -70,7 +102,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     tokio::task::spawn_blocking(procs::binaries)
         .await
         .expect("build the binaries");
-    let logs = tempfile::tempdir().expect("log dir");
+    let logs = Logs::new();
     drop(db.outbox().await); // migrated before anyone starts
 
     let destination = Receiver::start_with(flaky(seed)).await;
@@ -167,10 +199,8 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), summary.as_bytes());
     let problems = report.problems();
     if !problems.is_empty() {
-        let kept = logs.keep();
         panic!(
-            "chaos on {backend} broke a guarantee (logs kept in {}):\n{}",
-            kept.display(),
+            "chaos on {backend} broke a guarantee:\n{}",
             problems.join("\n")
         );
     }
