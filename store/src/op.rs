@@ -163,6 +163,18 @@ pub struct NewOp {
     pub trace_context: Option<String>,
 }
 
+impl NewOp {
+    /// What an enqueue returns once this op was inserted as row `seq`.
+    pub(crate) fn inserted(&self, seq: i64) -> Enqueued {
+        Enqueued {
+            op_id: self.op_id,
+            seq,
+            duplicate: false,
+            state: OpState::Pending,
+        }
+    }
+}
+
 /// How many partition slots ops are spread over. A dispatcher partition owns a set of slots;
 /// ops with the same order key share a slot, so one partition delivers them in order (G8).
 pub const PARTITION_SLOTS: u32 = 1024;

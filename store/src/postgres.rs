@@ -20,8 +20,8 @@ use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
 };
 use crate::op::{
-    EnqueueResult, Enqueued, LeaseSeen, NewOp, OpState, Refusal, Rejection, RejectionRow,
-    check_lease, duplicate_or_conflict,
+    EnqueueResult, Enqueued, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow, check_lease,
+    duplicate_or_conflict,
 };
 
 const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/postgres/lease_acquire_if_free.sql");
@@ -275,7 +275,7 @@ impl PgStore {
                     }
                     return Ok(Ok(ops
                         .iter()
-                        .filter_map(|op| inserted.get(&op.op_id).map(|&seq| new_op(op, seq)))
+                        .filter_map(|op| inserted.get(&op.op_id).map(|&seq| op.inserted(seq)))
                         .collect()));
                 }
                 Err(e) if is_unique_violation(&e) => {}
@@ -300,7 +300,7 @@ impl PgStore {
                     if op.supersede_pending && superseded.insert(op.destination.as_str()) {
                         supersede_older(&mut tx, lease, op).await?;
                     }
-                    new_op(op, seq)
+                    op.inserted(seq)
                 }
                 None => match find_by_key(&mut tx, op).await? {
                     Ok(existing) => existing,
@@ -624,7 +624,7 @@ async fn settle_insert(
         if op.supersede_pending {
             supersede_older(conn, lease, op).await?;
         }
-        return Ok(Ok(new_op(op, row.get("id"))));
+        return Ok(Ok(op.inserted(row.get("id"))));
     }
     let seen = sqlx::query(LEASE_CHECK)
         .bind(lease.resource.as_str())
@@ -668,16 +668,6 @@ fn batch_inserted(row: &PgRow) -> HashMap<Uuid, i64> {
     let ids: Vec<i64> = row.get("ids");
     let op_ids: Vec<Uuid> = row.get("op_ids");
     op_ids.into_iter().zip(ids).collect()
-}
-
-/// A freshly inserted op.
-fn new_op(op: &NewOp, seq: i64) -> Enqueued {
-    Enqueued {
-        op_id: op.op_id,
-        seq,
-        duplicate: false,
-        state: OpState::Pending,
-    }
 }
 
 /// Supersedes the older-token pending ops of `op`'s resource and destination (G5).

@@ -21,7 +21,7 @@ use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
 };
 use crate::op::{
-    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, OpState, Refusal, Rejection, RejectionRow,
+    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow,
     check_lease, duplicate_or_conflict,
 };
 use time::format_description::well_known::Rfc3339;
@@ -271,12 +271,7 @@ impl SqliteStore {
                     if op.supersede_pending && superseded.insert(op.destination.as_str()) {
                         supersede_older(&mut tx, lease, op).await?;
                     }
-                    Ok(Enqueued {
-                        op_id: op.op_id,
-                        seq,
-                        duplicate: false,
-                        state: OpState::Pending,
-                    })
+                    Ok(op.inserted(seq))
                 }
                 None => find_by_key(&mut tx, op).await?,
             };
@@ -535,12 +530,7 @@ pub(crate) async fn enqueue_on(
         if op.supersede_pending {
             supersede_older(conn, lease, op).await?;
         }
-        return Ok(Ok(Enqueued {
-            op_id: op.op_id,
-            seq: row.get("id"),
-            duplicate: false,
-            state: OpState::Pending,
-        }));
+        return Ok(Ok(op.inserted(row.get("id"))));
     }
     if let Err(reason) = check_lease(lease_seen(conn, &lease.resource).await?, lease) {
         return Ok(Err(Refusal::Rejected(reason)));
