@@ -257,13 +257,9 @@ impl PgStore {
         lease: &Lease,
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
-        let distinct_keys = ops
-            .iter()
-            .map(|o| (o.destination.as_str(), o.idempotency_key.as_str()))
-            .collect::<HashSet<_>>()
-            .len()
-            == ops.len();
-        if distinct_keys && !ops.iter().any(|o| o.supersede_pending) {
+        // A key that exists already, or twice in the batch, fails this statement with a unique
+        // violation and nothing written; the transaction below then sorts it out.
+        if !ops.iter().any(|o| o.supersede_pending) {
             match batch_query(OP_INSERT_BATCH_NEW_IF_LEASE_HELD.as_str(), lease, ops)
                 .fetch_one(&self.pool)
                 .await
