@@ -9,8 +9,8 @@ use std::process::Output;
 use std::time::Duration;
 
 use outbox_dispatcher::Config;
-use outbox_producer::{Lease, Operation, Outbox};
-use outbox_tests::{Receiver, Reply, TestDb, conformance, wait_until};
+use outbox_producer::Operation;
+use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
 /// Runs outboxctl against `db` with `args`, without blocking the runtime the dispatcher uses.
@@ -72,14 +72,6 @@ impl Dispatcher {
         self.shutdown.cancel();
         self.task.await.expect("task").expect("dispatcher");
     }
-}
-
-async fn lease(outbox: &Outbox, resource: &str) -> Lease {
-    outbox
-        .try_acquire(resource, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .expect("free resource")
 }
 
 fn statement(key: &str) -> Operation {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use outbox_dispatcher::Config;
 use outbox_dispatcher::signing::SigningKey;
-use outbox_producer::{Lease, Operation, Outbox};
-use outbox_tests::{Receiver, Reply, TestDb, conformance, wait_until};
+use outbox_producer::Operation;
+use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -63,14 +63,6 @@ fn destination(name: &str, receiver: &Receiver, extra: &str) -> String {
         "[destinations.{name}]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"200ms\", max_attempts = 5 }}\n{extra}\n",
         receiver.url()
     )
-}
-
-async fn lease(outbox: &Outbox, resource: &str) -> Lease {
-    outbox
-        .try_acquire(resource, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .expect("free resource")
 }
 
 fn post(destination: &str, path: &str, key: &str) -> Operation {

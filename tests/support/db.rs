@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use outbox_producer::Outbox;
+use outbox_producer::{Lease, Outbox};
 use outbox_store::{Store, StoreOptions, TtlBounds};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row, SqliteConnection};
 use time::OffsetDateTime;
@@ -45,6 +45,15 @@ macro_rules! with_conn {
             }
         }
     };
+}
+
+/// A 60-second lease on `resource`, which the test expects to be free.
+pub async fn lease(outbox: &Outbox, resource: &str) -> Lease {
+    outbox
+        .try_acquire(resource, Duration::from_secs(60))
+        .await
+        .expect("acquire")
+        .expect("free resource")
 }
 
 /// Installs the process-wide TLS provider once (the drivers refuse to pick one themselves).

@@ -10,7 +10,7 @@ pub mod receiver;
 pub mod rng;
 pub mod wait;
 
-pub use db::{AttemptRow, Kind, OpRow, TestDb};
+pub use db::{AttemptRow, Kind, OpRow, TestDb, lease};
 pub use process::signal;
 pub use receiver::{Received, Receiver, Reply};
 pub use rng::Rng;
