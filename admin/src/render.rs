@@ -1,7 +1,12 @@
-//! Output: readable tables with relative times for people, JSON for scripts.
+//! Output: readable tables with relative times for people, JSON for scripts. Text from a
+//! destination or a producer reaches people only through [`cell`], [`clip`], [`or_dash`] or
+//! [`lines`], which escape control characters; JSON is exact (serde escapes them itself).
+
+use std::borrow::Cow;
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use outbox_store::LeaseRow;
+use outbox_store::text::printable;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -56,7 +61,7 @@ pub(crate) fn lease_cells(row: &LeaseRow) -> Vec<String> {
         (false, None) => "free",
     };
     vec![
-        row.resource.to_string(),
+        cell(row.resource.as_str()),
         row.token.to_string(),
         state.to_owned(),
         or_dash(row.owner_id),
@@ -66,10 +71,16 @@ pub(crate) fn lease_cells(row: &LeaseRow) -> Vec<String> {
     ]
 }
 
-/// The value, or `-` when there is none.
+/// Text from outside (a destination's answer, a producer's row) safe to print on one
+/// terminal line: control characters, newlines included, written as escapes like `\x1b`.
+pub(crate) fn cell(text: &str) -> String {
+    printable(text).into_owned()
+}
+
+/// The value as a [`cell`], or `-` when there is none.
 pub(crate) fn or_dash<T: std::fmt::Display>(value: Option<T>) -> String {
     value
-        .map(|v| v.to_string())
+        .map(|v| cell(&v.to_string()))
         .unwrap_or_else(|| "-".to_owned())
 }
 
@@ -85,22 +96,49 @@ pub(crate) fn exact(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// `text` cut to `max` characters, with … when cut.
+/// `text` as a [`cell`] cut to `max` characters (counted after escaping), with … when cut.
 pub(crate) fn clip(text: &str, max: usize) -> String {
+    cut(&printable(text), max).into_owned()
+}
+
+/// `text` cut to `max` characters, with … when cut, kept on its own lines: every control
+/// character but the newlines between lines escaped (a `\r` before a newline too).
+pub(crate) fn lines(text: &str, max: usize) -> String {
+    cut(text, max)
+        .split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` cut to `max` characters, with … when cut.
+fn cut(text: &str, max: usize) -> Cow<'_, str> {
     match text.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_owned(),
+        Some((i, _)) => Cow::Owned(format!("{}…", &text[..i])),
+        None => Cow::Borrowed(text),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::relative_ms;
+    use super::{cell, clip, lines, or_dash, relative_ms};
 
     #[test]
     fn relative_times_read_naturally() {
         assert_eq!(relative_ms(12_345), "in 12.3s");
         assert_eq!(relative_ms(-245_000), "4m 5s ago");
         assert_eq!(relative_ms(7_500_000), "in 2h 5m");
+    }
+
+    #[test]
+    fn text_from_outside_is_printed_with_its_controls_escaped() {
+        assert_eq!(cell("a\x1b[31mb\r\n"), "a\\x1b[31mb\\x0d\\x0a");
+        assert_eq!(or_dash(Some("\x07")), "\\x07");
+        assert_eq!(or_dash(None::<&str>), "-");
+        assert_eq!(clip("\x1b[2Jabc", 6), "\\x1b[2…");
+        assert_eq!(
+            lines("one\r\ntwo\tthree\x1b", 100),
+            "one\\x0d\ntwo\\x09three\\x1b"
+        );
     }
 }

@@ -40,7 +40,7 @@ async fn migrate_applies_once_then_reports_up_to_date(db: TestDb) {
     assert_eq!(report["applied"], serde_json::json!([]));
     assert_eq!(
         report["already_applied"],
-        serde_json::json!(["0001_init", "0002_admin"])
+        serde_json::json!(["0001_init", "0002_admin", "0003_hardening"])
     );
 }
 
@@ -235,7 +235,56 @@ async fn outboxctl_tells_the_seed_story(db: TestDb) {
     );
 }
 
+/// Issue 12, item 8: `dispatcher/<n>` leases are the dispatcher's. Acquiring, renewing,
+/// releasing or enqueueing under one exits 2 and says why; nothing is written.
+async fn dispatcher_partition_leases_exit_2_and_write_nothing(db: TestDb) {
+    db.store().await; // migrated
+    let before = db.snapshot().await;
+    let lease = serde_json::json!({
+        "resource": "dispatcher/0",
+        "owner_id": "00000000-0000-4000-8000-000000000000",
+        "token": 1,
+    });
+    let acquire = outboxctl(
+        &[
+            "lease",
+            "acquire",
+            "--resource",
+            "dispatcher/0",
+            "--ttl",
+            "30s",
+            "--database-url",
+            db.url(),
+        ],
+        &[],
+    );
+    let calls = [
+        ("lease acquire", acquire),
+        (
+            "lease renew",
+            with_lease(&db, &["lease", "renew"], &lease, &["--ttl", "30s"]),
+        ),
+        (
+            "lease release",
+            with_lease(&db, &["lease", "release"], &lease, &[]),
+        ),
+        ("enqueue", enqueue(&db, &lease, "{}")),
+    ];
+    for (call, out) in calls {
+        assert_eq!(out.status.code(), Some(2), "{call}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(
+                "dispatcher/0 is a dispatcher partition lease: only outbox-dispatcher takes those"
+            ),
+            "{call}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(db.snapshot().await, before, "nothing may be written");
+}
+
 conformance!(
+    dispatcher_partition_leases_exit_2_and_write_nothing,
     migrate_applies_once_then_reports_up_to_date,
     lease_list_shows_tokens_owners_and_state,
     outboxctl_tells_the_seed_story,

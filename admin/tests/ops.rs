@@ -581,6 +581,158 @@ async fn replays_racing_the_dispatcher_leave_each_op_in_one_state(db: TestDb) {
     assert!(db.ops().await.iter().all(|o| o.attempts == 2));
 }
 
+/// Text planted with terminal controls: colour, clear screen, a window-title sequence, carriage
+/// return, bell, and the one-byte C1 CSI.
+const EVIL: &str = "\x1b[31mred\x1b[2J\x1b]0;owned\x07\r\u{9b}1m";
+
+/// `format!` for `TestDb::execute`, which takes static SQL; tests may leak a few statements.
+fn sql(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// Asserts a call succeeded and printed no raw control character but the newlines between
+/// lines; returns what it printed.
+fn printable_output(call: &str, out: &Output) -> String {
+    assert!(out.status.success(), "{call}: {}", text(out));
+    let printed = String::from_utf8(out.stdout.clone()).expect("UTF-8 output");
+    let raw: Vec<char> = printed
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n')
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "{call} printed raw control characters {raw:?}:\n{}",
+        printed.escape_debug()
+    );
+    assert!(
+        printed.contains("\\x1b[31mred"),
+        "{call} must show the escaped text:\n{printed}"
+    );
+    printed
+}
+
+/// The first line a `tail` call prints, then stops it.
+async fn first_tail_line(db: &TestDb, args: &[&str]) -> String {
+    let mut tail = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .args(args)
+        .env("OUTBOX_DATABASE_URL", db.url())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(tail.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::AsyncBufReadExt::read_line(&mut out, &mut line),
+    )
+    .await
+    .expect("a line within 30 s")
+    .unwrap();
+    line
+}
+
+/// Issue 12, item 9: what destinations and producers wrote cannot drive the operator's
+/// terminal. show, list, tail and rejections print control characters escaped; --json keeps
+/// the exact text. (Paths are not planted: migration 0003 makes the tables refuse them.)
+async fn operators_terminals_never_receive_control_characters(db: TestDb) {
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "statement:1842").await;
+    let body = format!("{{\"a\": \"{EVIL}\",\n\t\"b\": 1}}\r\n");
+    let op = Operation::post("statements", "/v1/statements")
+        .body(body.clone(), "application/json")
+        .idempotency_key("evil")
+        .build()
+        .unwrap();
+    let op = outbox.enqueue(&lease, &op).await.unwrap();
+    let headers = serde_json::json!([[format!("X-{EVIL}"), EVIL]]).to_string();
+    db.execute(sql(format!(
+        "UPDATE outbox_ops SET idempotency_key = 'key{EVIL}', resource = 'res{EVIL}', \
+         last_error = 'error{EVIL}', order_key = 'order{EVIL}', \
+         content_type = 'type/{EVIL}', headers = '{headers}' WHERE idempotency_key = 'evil'"
+    )))
+    .await;
+    db.execute(sql(format!(
+        "INSERT INTO outbox_attempts (op_id, attempt, dispatcher_fence, outcome, http_status, \
+         error, response_excerpt) SELECT op_id, 1, 1, 'failed', 500, 'attempt{EVIL}', \
+         'excerpt{EVIL}' FROM outbox_ops WHERE id = {}",
+        op.seq
+    )))
+    .await;
+    db.execute(sql(format!(
+        "INSERT INTO outbox_rejections (resource, owner_id, fence, current_fence, destination, \
+         idempotency_key, stage, reason) VALUES ('res{EVIL}', \
+         '00000000-0000-4000-8000-000000000000', 1, 2, 'dest{EVIL}', 'key{EVIL}', 'enqueue', \
+         'stale')"
+    )))
+    .await;
+    let seq = op.seq.to_string();
+
+    let shown = printable_output("show", &ctl(&db, &["show", &seq, "--body"]).await);
+    for part in [
+        "key", "res", "error", "order", "type/", "X-", "attempt", "excerpt",
+    ] {
+        assert!(
+            shown.contains(&format!("{part}\\x1b[31mred")),
+            "{part}:\n{shown}"
+        );
+    }
+    assert!(shown.contains("\\x09\"b\": 1}\\x0d"), "{shown}");
+    let listed = printable_output("list", &ctl(&db, &["list"]).await);
+    assert!(listed.contains("key\\x1b[31mred"), "{listed}");
+    let rejected = printable_output("rejections", &ctl(&db, &["rejections"]).await);
+    assert!(rejected.contains("dest\\x1b[31mred"), "{rejected}");
+    let tailed = first_tail_line(&db, &["tail", "--from-start"]).await;
+    let tailed = printable_output(
+        "tail",
+        &Output {
+            status: std::process::ExitStatus::default(),
+            stdout: tailed.into_bytes(),
+            stderr: Vec::new(),
+        },
+    );
+    assert!(tailed.contains("attempt\\x1b[31mred"), "{tailed}");
+
+    let evil = |prefix: &str| serde_json::Value::from(format!("{prefix}{EVIL}"));
+    let shown = json(&ctl(&db, &["show", &seq, "--body", "--json"]).await);
+    for (field, prefix) in [
+        ("idempotency_key", "key"),
+        ("resource", "res"),
+        ("last_error", "error"),
+        ("order_key", "order"),
+        ("content_type", "type/"),
+    ] {
+        assert_eq!(shown[field], evil(prefix), "{field}");
+    }
+    assert_eq!(shown["headers"], serde_json::json!([[evil("X-"), EVIL]]));
+    assert_eq!(shown["body"], serde_json::Value::from(body));
+    assert_eq!(shown["attempt_history"][0]["error"], evil("attempt"));
+    assert_eq!(
+        shown["attempt_history"][0]["response_excerpt"],
+        evil("excerpt")
+    );
+    let listed = lines(&ctl(&db, &["list", "--json"]).await);
+    assert_eq!(
+        (&listed[0]["idempotency_key"], &listed[0]["last_error"]),
+        (&evil("key"), &evil("error"))
+    );
+    let rejected = lines(&ctl(&db, &["rejections", "--json"]).await);
+    assert_eq!(
+        (
+            &rejected[0]["resource"],
+            &rejected[0]["destination"],
+            &rejected[0]["idempotency_key"]
+        ),
+        (&evil("res"), &evil("dest"), &evil("key"))
+    );
+    let tailed = first_tail_line(&db, &["tail", "--from-start", "--json"]).await;
+    let tailed: serde_json::Value = serde_json::from_str(&tailed).unwrap();
+    assert_eq!(
+        (&tailed["error"], &tailed["response_excerpt"]),
+        (&evil("attempt"), &evil("excerpt"))
+    );
+}
+
 #[test]
 fn completions_print_a_script() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
@@ -606,4 +758,5 @@ conformance!(
     the_dispatcher_config_names_the_database,
     tail_follows_attempts,
     replays_racing_the_dispatcher_leave_each_op_in_one_state,
+    operators_terminals_never_receive_control_characters,
 );

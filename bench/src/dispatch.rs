@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use outbox_producer::{Operation, Outbox};
+use outbox_store::request::DEFAULT_MAX_BODY_BYTES;
 use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceName, Store};
 
 use crate::enqueue::insert_plain_batch;
@@ -162,7 +163,13 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
     let mut done = 0;
     while done < n {
         let claimed = store
-            .op_claim(&lease, partition, &destinations, CLAIM_BATCH)
+            .op_claim(
+                &lease,
+                partition,
+                &destinations,
+                CLAIM_BATCH,
+                DEFAULT_MAX_BODY_BYTES,
+            )
             .await?;
         anyhow::ensure!(
             !claimed.ops.is_empty(),

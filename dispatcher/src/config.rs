@@ -67,7 +67,7 @@ pub struct RawConfig {
 struct RawDatabase {
     url: String,
     migrate: bool,
-    max_connections: u32,
+    max_connections: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -80,11 +80,12 @@ struct RawLease {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDispatcher {
-    partitions: u32,
+    partitions: i64,
     lease_ttl: String,
     poll_interval: String,
-    max_in_flight: usize,
-    claim_batch: u32,
+    max_in_flight: i64,
+    claim_batch: i64,
+    max_body_bytes: i64,
     shutdown_grace: String,
     retention: String,
     listen: String,
@@ -97,9 +98,11 @@ struct RawDestination {
     #[serde(default = "defaults::timeout")]
     timeout: String,
     #[serde(default = "defaults::max_in_flight")]
-    max_in_flight: usize,
+    max_in_flight: i64,
     #[serde(default)]
     rate_limit: Option<String>,
+    #[serde(default)]
+    proxy: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default = "defaults::idempotency_header")]
@@ -115,9 +118,9 @@ struct RawDestination {
 struct RawRetry {
     base: String,
     cap: String,
-    max_attempts: u32,
+    max_attempts: i64,
     max_age: String,
-    retry_statuses: Vec<u16>,
+    retry_statuses: Vec<i64>,
 }
 
 impl Default for RawRetry {
@@ -137,7 +140,7 @@ mod defaults {
     pub(super) fn timeout() -> String {
         "10s".into()
     }
-    pub(super) fn max_in_flight() -> usize {
+    pub(super) fn max_in_flight() -> i64 {
         32
     }
     pub(super) fn idempotency_header() -> String {
@@ -175,6 +178,8 @@ pub struct DispatcherConfig {
     pub max_in_flight: usize,
     /// Most ops claimed in one statement.
     pub claim_batch: u32,
+    /// The largest op body sent; larger ops are dead, never loaded by the batch.
+    pub max_body_bytes: usize,
     /// How long shutdown waits for attempts in flight.
     pub shutdown_grace: Duration,
     /// How long finished ops are kept.
@@ -196,6 +201,8 @@ pub struct Destination {
     pub max_in_flight: usize,
     /// Requests allowed per period, if limited.
     pub rate_limit: Option<(NonZeroU32, Duration)>,
+    /// The proxy every request to it goes through, if any (never one from the environment).
+    pub proxy: Option<Secret>,
     /// Headers added to every request; values are secrets.
     pub headers: Vec<(HeaderName, Secret)>,
     /// The header carrying the idempotency key.
@@ -227,6 +234,10 @@ const RESERVED_HEADERS: &[&str] = &[
     "content-length",
     "transfer-encoding",
     "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
     "content-type",
     "x-fencing-token",
     "traceparent",
@@ -254,12 +265,13 @@ impl Config {
             h(self.lease_bounds.max())
         );
         out += &format!(
-            "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nshutdown_grace = {:?}\nretention = {:?}\nlisten = {:?}\n",
+            "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nmax_body_bytes = {}\nshutdown_grace = {:?}\nretention = {:?}\nlisten = {:?}\n",
             d.partitions,
             h(d.lease_ttl),
             h(d.poll_interval),
             d.max_in_flight,
             d.claim_batch,
+            d.max_body_bytes,
             h(d.shutdown_grace),
             h(d.retention),
             d.listen.map(|a| a.to_string()).unwrap_or_default()
@@ -272,7 +284,7 @@ impl Config {
                 .collect();
             let r = &dest.retry;
             out += &format!(
-                "\n[destinations.{}]\nbase_url = {:?}\ntimeout = {:?}\nmax_in_flight = {}\n{}headers = {{ {} }}\nidempotency_header = {:?}\n{}retry = {{ base = {:?}, cap = {:?}, max_attempts = {}, max_age = {:?}, retry_statuses = {:?} }}\n",
+                "\n[destinations.{}]\nbase_url = {:?}\ntimeout = {:?}\nmax_in_flight = {}\n{}{}headers = {{ {} }}\nidempotency_header = {:?}\n{}retry = {{ base = {:?}, cap = {:?}, max_attempts = {}, max_age = {:?}, retry_statuses = {:?} }}\n",
                 dest.name,
                 redact_url(dest.base_url.as_str()),
                 h(dest.timeout),
@@ -280,8 +292,16 @@ impl Config {
                 dest.rate_limit
                     .map(|(n, per)| format!(
                         "rate_limit = \"{n}/{}\"\n",
-                        if per.as_secs() == 60 { "m" } else { "s" }
+                        match per.as_secs() {
+                            60 => "m",
+                            3600 => "h",
+                            _ => "s",
+                        }
                     ))
+                    .unwrap_or_default(),
+                dest.proxy
+                    .as_ref()
+                    .map(|p| format!("proxy = {:?}\n", redact_url(p.expose())))
                     .unwrap_or_default(),
                 headers.join(", "),
                 dest.idempotency_header.as_str(),
@@ -301,15 +321,67 @@ impl Config {
     }
 }
 
-/// A URL with its password, if any, replaced by `***`.
+/// A URL safe to print: its whole userinfo (the user name too) and the values of password-like
+/// query parameters shown as `***`. A URL that does not parse loses everything between `://`
+/// and its last `@` before the path instead, so it cannot leak either.
 fn redact_url(url: &str) -> String {
-    match Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_owned(),
+    let Ok(mut u) = Url::parse(url) else {
+        return redact_unparsed_url(url);
+    };
+    if (!u.username().is_empty() || u.password().is_some())
+        && (u.set_password(None).is_err() || u.set_username("***").is_err())
+    {
+        return redact_unparsed_url(url);
     }
+    if let Some(query) = u.query().map(redact_query) {
+        u.set_query(Some(&query));
+    }
+    u.to_string()
+}
+
+/// [`redact_url`] by text alone. The userinfo ends at the last `@` before the path; when no
+/// `@` comes before the first `/`, at the last `@` of all (a password may hold a raw `/`).
+fn redact_unparsed_url(url: &str) -> String {
+    let (scheme, rest) = url.find("://").map_or(("", url), |i| url.split_at(i + 3));
+    let path_at = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..path_at].rfind('@').or_else(|| rest.rfind('@')) {
+        Some(at) => format!("***{}", &rest[at..]),
+        None => rest.to_owned(),
+    };
+    match rest.split_once('?') {
+        Some((before, query)) => format!("{scheme}{before}?{}", redact_query(query)),
+        None => format!("{scheme}{rest}"),
+    }
+}
+
+/// Words that make a query parameter's value a secret, matched anywhere in its name, in any
+/// case (`sslpassword`, `access_token`, `apiKey`, `X-Amz-Signature`).
+const SECRET_PARAMETER_WORDS: [&str; 10] = [
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "credential",
+    "signature",
+    "sig",
+];
+
+/// `query` with the value of every password-like parameter shown as `***`.
+fn redact_query(query: &str) -> String {
+    let redact = |pair: &str| match pair.split_once('=') {
+        Some((name, _))
+            if SECRET_PARAMETER_WORDS
+                .iter()
+                .any(|w| name.to_ascii_lowercase().contains(w)) =>
+        {
+            format!("{name}=***")
+        }
+        _ => pair.to_owned(),
+    };
+    query.split('&').map(redact).collect::<Vec<_>>().join("&")
 }
 
 impl RawConfig {
@@ -322,7 +394,7 @@ impl RawConfig {
         if let Some(text) = file {
             let user: toml::Table = text
                 .parse()
-                .map_err(|e: toml::de::Error| ConfigError(format!("file: {e}")))?;
+                .map_err(|e: toml::de::Error| syntax_error(text, &e))?;
             merge(&mut table, user);
         }
         apply_env(&mut table, env);
@@ -331,6 +403,19 @@ impl RawConfig {
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))
     }
+}
+
+/// A TOML syntax error in the user's file, by line and column. Never the text around it:
+/// toml's own `Display` quotes the line, and that line may hold a password.
+fn syntax_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return ConfigError(format!("file: {message}"));
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    ConfigError(format!("file: line {line}, column {column}: {message}"))
 }
 
 /// Deep-merges `over` into `base`: tables merge, anything else replaces.
@@ -458,9 +543,11 @@ impl TryFrom<RawConfig> for Config {
 
     fn try_from(raw: RawConfig) -> Result<Config, ConfigError> {
         outbox_store::backend_of(&raw.database.url).map_err(|e| err("database.url", e.reason))?;
-        if raw.database.max_connections == 0 {
-            return Err(err("database.max_connections", "must be at least 1"));
-        }
+        let max_connections = int(
+            "database.max_connections",
+            raw.database.max_connections,
+            1..=1000,
+        )?;
         let lease_bounds = TtlBounds::new(
             duration("lease.min_ttl", &raw.lease.min_ttl)?,
             duration("lease.max_ttl", &raw.lease.max_ttl)?,
@@ -474,7 +561,7 @@ impl TryFrom<RawConfig> for Config {
         Ok(Config {
             database_url: Secret(raw.database.url),
             migrate: raw.database.migrate,
-            max_connections: raw.database.max_connections,
+            max_connections,
             lease_bounds,
             dispatcher,
             destinations,
@@ -483,8 +570,11 @@ impl TryFrom<RawConfig> for Config {
 }
 
 fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfig, ConfigError> {
-    outbox_store::Partition::new(0, raw.partitions)
-        .map_err(|e| err("dispatcher.partitions", e.reason))?;
+    let partitions = int(
+        "dispatcher.partitions",
+        raw.partitions,
+        1..=i64::from(outbox_store::op::PARTITION_SLOTS),
+    )?;
     let lease_ttl = duration("dispatcher.lease_ttl", &raw.lease_ttl)?;
     bounds
         .check(lease_ttl)
@@ -492,19 +582,12 @@ fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfi
     if lease_ttl < Duration::from_secs(1) {
         return Err(err("dispatcher.lease_ttl", "must be at least 1s"));
     }
-    let poll_interval = duration("dispatcher.poll_interval", &raw.poll_interval)?;
-    if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&poll_interval) {
-        return Err(err(
-            "dispatcher.poll_interval",
-            "must be between 10ms and 1h",
-        ));
-    }
-    if raw.max_in_flight == 0 {
-        return Err(err("dispatcher.max_in_flight", "must be at least 1"));
-    }
-    if !(1..=1000).contains(&raw.claim_batch) {
-        return Err(err("dispatcher.claim_batch", "must be 1..=1000"));
-    }
+    let poll_interval = bounded_duration(
+        "dispatcher.poll_interval",
+        &raw.poll_interval,
+        Duration::from_millis(10),
+        Duration::from_secs(3600),
+    )?;
     let listen = if raw.listen.is_empty() {
         None
     } else {
@@ -516,15 +599,76 @@ fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfi
         })?)
     };
     Ok(DispatcherConfig {
-        partitions: raw.partitions,
+        partitions,
         lease_ttl,
         poll_interval,
-        max_in_flight: raw.max_in_flight,
-        claim_batch: raw.claim_batch,
-        shutdown_grace: duration("dispatcher.shutdown_grace", &raw.shutdown_grace)?,
-        retention: duration("dispatcher.retention", &raw.retention)?,
+        max_in_flight: int(
+            "dispatcher.max_in_flight",
+            raw.max_in_flight,
+            1..=MAX_IN_FLIGHT,
+        )?,
+        claim_batch: int("dispatcher.claim_batch", raw.claim_batch, 1..=1000)?,
+        max_body_bytes: int(
+            "dispatcher.max_body_bytes",
+            raw.max_body_bytes,
+            1..=outbox_store::request::MAX_BODY_BYTES_CEILING as i64,
+        )?,
+        shutdown_grace: bounded_duration(
+            "dispatcher.shutdown_grace",
+            &raw.shutdown_grace,
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        )?,
+        retention: bounded_duration(
+            "dispatcher.retention",
+            &raw.retention,
+            Duration::from_secs(1),
+            DAY * 3650,
+        )?,
         listen,
     })
+}
+
+/// The most attempts in flight a dispatcher or a destination may allow: far above what one
+/// process can hold open, far below what a semaphore can count.
+const MAX_IN_FLIGHT: i64 = 65_536;
+/// One day.
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// `value` when it lies in `range`, converted to the field's type; otherwise an error naming
+/// `key` and the range.
+fn int<T: TryFrom<i64>>(
+    key: &str,
+    value: i64,
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<T, ConfigError> {
+    if !range.contains(&value) {
+        return Err(err(
+            key,
+            format!("must be {}..={}, got {value}", range.start(), range.end()),
+        ));
+    }
+    T::try_from(value).map_err(|_| err(key, format!("{value} is out of range")))
+}
+
+/// A duration between `min` and `max`, inclusive.
+fn bounded_duration(
+    key: &str,
+    text: &str,
+    min: Duration,
+    max: Duration,
+) -> Result<Duration, ConfigError> {
+    let d = duration(key, text)?;
+    if d < min || d > max {
+        let h = |d: Duration| humantime::format_duration(d).to_string();
+        let min = if min.is_zero() {
+            "0s".to_owned()
+        } else {
+            h(min)
+        };
+        return Err(err(key, format!("must be between {min} and {}", h(max))));
+    }
+    Ok(d)
 }
 
 fn destination(
@@ -561,16 +705,19 @@ fn destination(
             ),
         ));
     }
-    if raw.max_in_flight == 0 {
-        return Err(err(&key("max_in_flight"), "must be at least 1"));
-    }
+    let max_in_flight = int(&key("max_in_flight"), raw.max_in_flight, 1..=MAX_IN_FLIGHT)?;
+    let proxy = raw
+        .proxy
+        .as_deref()
+        .map(|p| proxy(&key("proxy"), p))
+        .transpose()?;
     let rate_limit = raw
         .rate_limit
         .as_deref()
         .map(|r| rate(&key("rate_limit"), r))
         .transpose()?;
-    let idempotency_header = HeaderName::from_bytes(raw.idempotency_header.as_bytes())
-        .map_err(|_| err(&key("idempotency_header"), "is not a header name"))?;
+    let idempotency_header =
+        idempotency_header(&key("idempotency_header"), &raw.idempotency_header)?;
     let mut headers = Vec::new();
     for (n, v) in &raw.headers {
         let header = HeaderName::from_bytes(n.as_bytes())
@@ -600,38 +747,46 @@ fn destination(
         .map(|s| SigningKey::parse(s).map_err(|e| err(&key("signing_secret"), e)))
         .transpose()?;
     let r = &raw.retry;
-    let retry = RetryPolicy {
-        base: duration(&key("retry.base"), &r.base)?,
-        cap: duration(&key("retry.cap"), &r.cap)?,
-        max_attempts: r.max_attempts,
-        max_age: duration(&key("retry.max_age"), &r.max_age)?,
-        retry_statuses: r.retry_statuses.clone(),
-    };
-    if retry.base.is_zero() || retry.cap < retry.base {
-        return Err(err(&key("retry"), "needs 0 < base <= cap"));
-    }
-    if retry.max_attempts == 0 || retry.max_age.is_zero() {
-        return Err(err(
-            &key("retry"),
-            "needs max_attempts >= 1 and a max_age above zero",
-        ));
-    }
-    if let Some(bad) = retry
+    let statuses = r
         .retry_statuses
         .iter()
-        .find(|s| !(100..=599).contains(*s))
-    {
-        return Err(err(
-            &key("retry.retry_statuses"),
-            format!("{bad} is not an HTTP status"),
-        ));
+        .map(|&s| {
+            int(&key("retry.retry_statuses"), s, 100..=599).map_err(|_| {
+                err(
+                    &key("retry.retry_statuses"),
+                    format!("{s} is not an HTTP status"),
+                )
+            })
+        })
+        .collect::<Result<Vec<u16>, _>>()?;
+    let retry = RetryPolicy {
+        base: bounded_duration(&key("retry.base"), &r.base, Duration::from_millis(1), DAY)?,
+        // The next attempt's time is computed by the database: it must stay a time it can hold.
+        cap: bounded_duration(
+            &key("retry.cap"),
+            &r.cap,
+            Duration::from_millis(1),
+            DAY * 365,
+        )?,
+        max_attempts: int(&key("retry.max_attempts"), r.max_attempts, 1..=10_000)?,
+        max_age: bounded_duration(
+            &key("retry.max_age"),
+            &r.max_age,
+            Duration::from_millis(1),
+            DAY * 3650,
+        )?,
+        retry_statuses: statuses,
+    };
+    if retry.cap < retry.base {
+        return Err(err(&key("retry"), "needs base <= cap"));
     }
     Ok(Destination {
         name: name.to_owned(),
         base_url,
         timeout,
-        max_in_flight: raw.max_in_flight,
+        max_in_flight,
         rate_limit,
+        proxy,
         headers,
         idempotency_header,
         signing_key,
@@ -639,7 +794,36 @@ fn destination(
     })
 }
 
-/// `"100/s"`, `"600/m"` or `"3600/h"`.
+/// Headers that carry credentials: never the idempotency key's.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+];
+
+/// The header that carries the idempotency key: a header name that is none of the
+/// dispatcher's own and carries no credentials (the key would replace them, or they it).
+fn idempotency_header(key: &str, name: &str) -> Result<HeaderName, ConfigError> {
+    let header = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| err(key, format!("{name:?} is not a header name")))?;
+    let lower = header.as_str();
+    if RESERVED_HEADERS.contains(&lower)
+        || lower.starts_with("x-outbox-")
+        || lower.starts_with("webhook-")
+    {
+        return Err(err(key, format!("{name} is set by the dispatcher itself")));
+    }
+    if CREDENTIAL_HEADERS.contains(&lower) {
+        return Err(err(
+            key,
+            format!("{name} carries credentials; name a header of its own, like Idempotency-Key"),
+        ));
+    }
+    Ok(header)
+}
+
+/// `"100/s"`, `"600/m"` or `"3600/h"`: at most one request per microsecond.
 fn rate(key: &str, text: &str) -> Result<(NonZeroU32, Duration), ConfigError> {
     let bad = || err(key, format!("{text:?} is not like 100/s, 600/m or 3600/h"));
     let (n, per) = text.split_once('/').ok_or_else(bad)?;
@@ -650,7 +834,24 @@ fn rate(key: &str, text: &str) -> Result<(NonZeroU32, Duration), ConfigError> {
         "h" => Duration::from_secs(3600),
         _ => return Err(bad()),
     };
+    if per / n.get() < Duration::from_micros(1) {
+        return Err(err(
+            key,
+            format!("{text:?} is more than one request per microsecond (1000000/s)"),
+        ));
+    }
     Ok((n, per))
+}
+
+/// A destination's own proxy: an http:// or https:// URL. Errors never quote it (it may hold
+/// credentials).
+fn proxy(key: &str, text: &str) -> Result<Secret, ConfigError> {
+    match Url::parse(text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+            Ok(Secret(text.to_owned()))
+        }
+        _ => Err(err(key, "must be an http:// or https:// URL with a host")),
+    }
 }
 
 #[cfg(test)]
@@ -820,5 +1021,109 @@ mod tests {
         let e = env(&[("A", "1")]);
         assert_eq!(interpolate("x${A}y$${A}z$", &e, "k").unwrap(), "x1y${A}z$");
         assert!(interpolate("${A", &e, "k").is_err());
+    }
+
+    #[test]
+    fn redacted_urls_lose_their_userinfo_and_secret_query_values() {
+        let cases = [
+            ("postgres://alice:pw@h/db", "postgres://***@h/db"),
+            ("https://token@h/", "https://***@h/"),
+            ("postgres://:pw@h/db", "postgres://***@h/db"),
+            (
+                "postgres://h/db?sslpassword=x&application_name=a",
+                "postgres://h/db?sslpassword=***&application_name=a",
+            ),
+            (
+                "postgres://h/db?PassWd=1&pwd=2&client_secret=3&access_token=4&apiKey=5&AUTH=6",
+                "postgres://h/db?PassWd=***&pwd=***&client_secret=***&access_token=***&apiKey=***&AUTH=***",
+            ),
+            (
+                "https://h/x?credentials=1&signature=2&sig=3&page=4",
+                "https://h/x?credentials=***&signature=***&sig=***&page=4",
+            ),
+            ("sqlite://outbox.db", "sqlite://outbox.db"),
+            (
+                "sqlite:///var/lib/outbox.db?mode=rwc",
+                "sqlite:///var/lib/outbox.db?mode=rwc",
+            ),
+            ("https://h/", "https://h/"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn urls_that_do_not_parse_lose_everything_before_their_last_at() {
+        let cases = [
+            // An invalid port: everything between :// and the last @ before the path goes.
+            (
+                "postgres://al ice:p w@h:port/db",
+                "postgres://***@h:port/db",
+            ),
+            // A password with an unescaped / or ? still ends at the last @.
+            ("postgres://u:pa/ss@h:x/db", "postgres://***@h:x/db"),
+            ("postgres://u:pa?ss@h:x/db", "postgres://***@h:x/db"),
+            (
+                "postgres://u:p@w@h:x/db?password=s&a=1",
+                "postgres://***@h:x/db?password=***&a=1",
+            ),
+            ("postgres://h:x/db", "postgres://h:x/db"),
+        ];
+        for (url, shown) in cases {
+            assert!(Url::parse(url).is_err(), "{url} parses: pick another case");
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn check_config_shows_no_database_user_or_secret_parameter() {
+        let file = "[database]\nurl = \"postgres://alice:pw1@db/outbox?sslpassword=pw2&application_name=dispatcher\"\n";
+        let shown = Config::load(Some(file), &HashMap::new())
+            .unwrap()
+            .redacted();
+        for secret in ["alice", "pw1", "pw2"] {
+            assert!(!shown.contains(secret), "{secret} leaked:\n{shown}");
+        }
+        assert!(
+            shown.contains(
+                "url = \"postgres://***@db/outbox?sslpassword=***&application_name=dispatcher\""
+            ),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn toml_syntax_errors_name_line_and_column_without_quoting_the_line() {
+        let cases = [
+            (
+                "[database]\nmigrate = true\nurl = \"postgres://u:hunter2@db/outbox\n",
+                3,
+            ),
+            ("[database]\nurl = postgres://u:hunter2@db/outbox\n", 2),
+            (
+                "# first\n\n[destinations.b]\nheaders = { Authorization = hunter2 }\n",
+                4,
+            ),
+            ("[database]\nurl = \"x\"\nurl = \"hunter2\"\n", 3),
+        ];
+        for (file, line) in cases {
+            let e = RawConfig::load(Some(file), &HashMap::new()).unwrap_err();
+            let shown = e.to_string();
+            assert!(!shown.contains("hunter2"), "the line was quoted: {shown}");
+            // The same place toml's own message names, which also quotes the line.
+            let toml = file.parse::<toml::Table>().unwrap_err().to_string();
+            assert!(toml.contains("hunter2"), "the case proves nothing: {toml}");
+            let place = toml
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("TOML parse error at "))
+                .unwrap_or_else(|| panic!("toml changed its message: {toml}"));
+            assert!(place.starts_with(&format!("line {line}, ")), "{toml}");
+            assert!(
+                shown.starts_with(&format!("config: file: {place}: ")),
+                "{shown} vs {toml}"
+            );
+        }
     }
 }

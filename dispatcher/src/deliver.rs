@@ -1,8 +1,12 @@
-//! One HTTP attempt with reqwest: the URL is the destination's base URL plus the op's path,
-//! redirects are not followed, the whole attempt has the destination's timeout, and at most
-//! 64 KiB of the answer is read (1 KiB kept as the excerpt). Every attempt carries the op's
-//! idempotency key, `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent`
-//! when the producer had one, and Standard Webhooks signature headers when configured.
+//! One HTTP attempt with reqwest. The row is trusted for nothing (G11): it is checked against
+//! the producer's rules again, and the URL is the destination's base URL joined with the op's
+//! path by a URL library and required to keep the base's scheme, host, port and path prefix.
+//! No ambient proxy (only a destination's own `proxy`), redirects are not followed, the whole
+//! attempt has the destination's timeout, and at most 64 KiB of the answer is read (1 KiB
+//! kept, escaped, as the excerpt). Every attempt carries the op's idempotency key,
+//! `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent` when the producer
+//! had one, and Standard Webhooks signature headers when configured. A destination's
+//! configured headers are the only values sent under their names.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -51,21 +55,29 @@ pub struct Attempt {
 pub struct Sender {
     client: reqwest::Client,
     destination: Destination,
+    max_body_bytes: usize,
 }
 
 impl Sender {
-    /// A client for `destination`: rustls, HTTP/1.1 and HTTP/2, no redirects, no ambient proxy.
-    pub fn new(destination: &Destination) -> Result<Sender, reqwest::Error> {
-        let client = reqwest::Client::builder()
+    /// A client for `destination`: rustls, HTTP/1.1 and HTTP/2, no redirects, never a proxy
+    /// from the environment (`HTTP_PROXY` and the like would see every request and its
+    /// credentials), only the destination's own `proxy` when it names one. Ops whose body is
+    /// larger than `max_body_bytes` are never sent.
+    pub fn new(destination: &Destination, max_body_bytes: usize) -> Result<Sender, reqwest::Error> {
+        let mut builder = reqwest::Client::builder()
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(destination.timeout)
             .connect_timeout(destination.timeout.min(Duration::from_secs(5)))
             .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("fenced-outbox/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("fenced-outbox/", env!("CARGO_PKG_VERSION")));
+        if let Some(proxy) = &destination.proxy {
+            builder = builder.proxy(reqwest::Proxy::all(proxy.expose())?);
+        }
         Ok(Sender {
-            client,
+            client: builder.build()?,
             destination: destination.clone(),
+            max_body_bytes,
         })
     }
 
@@ -114,33 +126,38 @@ impl Sender {
             }
         }
         let excerpt = (!body.is_empty()).then(|| {
-            let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_LIMIT)]).into_owned();
-            text.chars().take(EXCERPT_LIMIT).collect()
+            outbox_store::text::storable_bytes(
+                &body[..body.len().min(EXCERPT_LIMIT)],
+                EXCERPT_LIMIT,
+            )
         });
         (AttemptResult::Status { code, retry_after }, excerpt)
     }
 
-    /// The request for `op`; an error describes what could not be built (never a secret).
+    /// The request for `op`, or why it must never be sent: the rule the row breaks, or what
+    /// could not be built (never a secret).
     pub fn request(&self, op: &ClaimedOp) -> Result<reqwest::Request, String> {
+        op.check(self.max_body_bytes)
+            .map_err(|e| format!("the stored op breaks a rule, never sent: {e}"))?;
         let d = &self.destination;
-        let url = format!("{}{}", d.base_url.as_str().trim_end_matches('/'), op.path);
-        let url = reqwest::Url::parse(&url)
-            .map_err(|e| format!("invalid URL from path {:?}: {e}", op.path))?;
+        let url = join(&d.base_url, &op.path)?;
         let method = reqwest::Method::from_bytes(op.method.as_bytes())
             .map_err(|_| format!("invalid method {:?}", op.method))?;
         let mut h = HeaderMap::new();
-        for (name, value) in &d.headers {
-            let mut v = HeaderValue::from_str(value.expose())
-                .map_err(|_| format!("invalid configured value for {name}"))?;
-            v.set_sensitive(true);
-            h.append(name.clone(), v);
-        }
         for (name, value) in &op.headers {
             let n = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| format!("invalid header name {name:?}"))?;
             let v = HeaderValue::from_str(value)
                 .map_err(|_| format!("invalid value for header {name}"))?;
             h.append(n, v);
+        }
+        // After the producer's headers, replacing any of the same name: the configured value
+        // is the only one sent.
+        for (name, value) in &d.headers {
+            let mut v = HeaderValue::from_str(value.expose())
+                .map_err(|_| format!("invalid configured value for {name}"))?;
+            v.set_sensitive(true);
+            h.insert(name.clone(), v);
         }
         if let Some(ct) = &op.content_type {
             h.insert(
@@ -179,6 +196,39 @@ impl Sender {
         *request.body_mut() = Some(op.body.clone().into());
         Ok(request)
     }
+}
+
+/// The URL of `path` (path and query) below `base`: built by the URL library, never by
+/// concatenating text, and refused unless it keeps the base's scheme, user info, host, port
+/// and path prefix, whatever the path holds (`@other-host/x`, `.other.example/x`, `:8443/x`,
+/// dot segments, encoded or not).
+pub fn join(base: &reqwest::Url, path: &str) -> Result<reqwest::Url, String> {
+    let (route, query) = match path.split_once('?') {
+        Some((route, query)) => (route, Some(query)),
+        None => (path, None),
+    };
+    let prefix = base.path().trim_end_matches('/');
+    let mut url = base.clone();
+    url.set_path(&format!("{prefix}{route}"));
+    url.set_query(query);
+    url.set_fragment(None);
+    let within = url.path() == prefix
+        || url
+            .path()
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'));
+    let same_origin = url.scheme() == base.scheme()
+        && url.username() == base.username()
+        && url.password() == base.password()
+        && url.host() == base.host()
+        && url.port_or_known_default() == base.port_or_known_default();
+    if !same_origin || !within {
+        return Err(format!(
+            "the path {:?} leaves the destination's base URL, never sent",
+            outbox_store::text::printable(path)
+        ));
+    }
+    Ok(url)
 }
 
 /// Connection failures before anything was sent are definite failures; anything after the

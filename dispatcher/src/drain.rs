@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::PartitionCountMismatch;
 use crate::config::Config;
 use crate::deliver::Sender;
 use crate::metrics as m;
@@ -64,6 +65,9 @@ pub(crate) struct Shared {
     pub(crate) ready: Arc<AtomicBool>,
     /// Destinations that hit their rate limit, and until when to leave them out of claims.
     throttled: Mutex<HashMap<String, Instant>>,
+    /// Why the dispatcher must stop serving, once a loop found out; `stop` is then cancelled.
+    fatal: Mutex<Option<PartitionCountMismatch>>,
+    stop: CancellationToken,
 }
 
 impl Shared {
@@ -71,19 +75,19 @@ impl Shared {
         store: Store,
         config: Config,
         ready: Arc<AtomicBool>,
+        stop: CancellationToken,
     ) -> Result<Shared, reqwest::Error> {
         let mut routes = HashMap::new();
         for (name, d) in &config.destinations {
-            let limiter = d.rate_limit.map(|(n, per)| {
-                let quota = Quota::with_period(per / n.get())
-                    .expect("a non-zero period")
-                    .allow_burst(n);
-                (RateLimiter::direct(quota), per / n.get())
+            // The config allows at most one request per microsecond, so the period is never 0.
+            let limiter = d.rate_limit.and_then(|(n, per)| {
+                let gap = per / n.get();
+                Quota::with_period(gap).map(|q| (RateLimiter::direct(q.allow_burst(n)), gap))
             });
             routes.insert(
                 name.clone(),
                 Route {
-                    sender: Sender::new(d)?,
+                    sender: Sender::new(d, config.dispatcher.max_body_bytes)?,
                     slots: Arc::new(Semaphore::new(d.max_in_flight)),
                     limiter,
                 },
@@ -101,8 +105,23 @@ impl Shared {
                 .collect(),
             ready,
             throttled: Mutex::default(),
+            fatal: Mutex::default(),
+            stop,
             config,
         })
+    }
+
+    /// Stops every loop: this dispatcher must not serve (see [`PartitionCountMismatch`]).
+    fn fail(&self, why: PartitionCountMismatch) {
+        if let Ok(mut fatal) = self.fatal.lock() {
+            fatal.get_or_insert(why);
+        }
+        self.stop.cancel();
+    }
+
+    /// Why the loops were stopped, if it was not a shutdown.
+    pub(crate) fn take_fatal(&self) -> Option<PartitionCountMismatch> {
+        self.fatal.lock().ok()?.take()
     }
 
     /// Wakes every partition loop (they look for work at once).
@@ -152,6 +171,24 @@ pub(crate) async fn serve_partition(
         match Leadership::acquire(&shared.store, partition, ttl).await {
             Ok(Some(leadership)) => {
                 shared.db_ok();
+                match record_partition_count(&shared, &leadership.lease).await {
+                    Ok(()) => {}
+                    Err(crate::Error::PartitionCount(e)) => {
+                        leadership.release(&shared.store).await;
+                        return shared.fail(e);
+                    }
+                    Err(e) => {
+                        if let crate::Error::Store(e) = &e {
+                            shared.db_failed("record the partition count", e);
+                        }
+                        leadership.release(&shared.store).await;
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = tokio::time::sleep(ttl / 3) => {}
+                        }
+                        continue;
+                    }
+                }
                 tracing::info!(partition = partition.index(), token = %leadership.lease.token, "leading partition");
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(1.0);
                 lead(&shared, leadership, &shutdown).await;
@@ -169,6 +206,15 @@ pub(crate) async fn serve_partition(
             () = tokio::time::sleep(ttl / 3) => {}
         }
     }
+}
+
+/// Records on a freshly won partition lease the partition count this dispatcher serves, then
+/// checks that no live partition lease was taken with another count (two dispatchers started
+/// at once with different counts both find out here, G12).
+async fn record_partition_count(shared: &Shared, lease: &Lease) -> Result<(), crate::Error> {
+    let count = shared.config.dispatcher.partitions;
+    shared.store.lease_set_partitions(lease, count).await?;
+    crate::check_partition_count(&shared.store, count).await
 }
 
 /// Leads a partition: re-queue what older tokens left in flight, then claim and deliver until
@@ -275,7 +321,8 @@ async fn drain(
         // Everything claimed must be able to finish inside the trusted window.
         let longest = open
             .iter()
-            .map(|d| shared.routes[d].sender.destination().timeout)
+            .filter_map(|d| shared.routes.get(d))
+            .map(|r| r.sender.destination().timeout)
             .max()
             .unwrap_or_default();
         if !trust.wait_to_cover(longest, stop).await {
@@ -283,13 +330,23 @@ async fn drain(
         }
         let claimed = match shared
             .store
-            .op_claim(lease, partition, &open, room as u32)
+            .op_claim(
+                lease,
+                partition,
+                &open,
+                room as u32,
+                shared.config.dispatcher.max_body_bytes,
+            )
             .await
         {
             Ok(c) => {
                 shared.db_ok();
                 if c.superseded > 0 {
                     metrics::counter!(m::SUPERSEDED).increment(c.superseded);
+                }
+                for u in c.unreadable {
+                    let (shared, recorder) = (shared.clone(), recorder.clone());
+                    attempts.spawn(async move { bury(&shared, u, &recorder).await });
                 }
                 c.ops
             }
@@ -355,7 +412,11 @@ async fn start(
     attempts: &TaskTracker,
     recorder: &Recorder,
 ) {
-    let route = &shared.routes[&op.destination];
+    let Some(route) = shared.routes.get(&op.destination) else {
+        // The claim asks only for configured destinations; a row says otherwise: give it back.
+        release_claim(shared, lease, &op).await;
+        return;
+    };
     let permits = (
         shared.global.clone().try_acquire_owned(),
         route.slots.clone().try_acquire_owned(),
@@ -386,7 +447,7 @@ async fn start(
 
 async fn release_claim(shared: &Shared, lease: &Lease, op: &ClaimedOp) {
     metrics::counter!(m::RELEASED_CLAIMS).increment(1);
-    if let Err(e) = shared.store.op_release_claim(op.seq, lease.token).await {
+    if let Err(e) = shared.store.op_release_claim(lease, op.seq).await {
         shared.db_failed("release claim", &e);
     }
 }
@@ -400,7 +461,10 @@ async fn attempt(
     recorder: &Recorder,
     _permits: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) {
-    let route = &shared.routes[&op.destination];
+    let Some(route) = shared.routes.get(&op.destination) else {
+        release_claim(shared, lease, &op).await;
+        return;
+    };
     let destination = route.sender.destination();
     if !trust.covers(destination.timeout) {
         // Never start what could outlast the lease we trust (the claim ran close to the edge).
@@ -421,6 +485,10 @@ async fn attempt(
         jitter(),
     );
     let labels = [("destination", op.destination.clone())];
+    if let retry::AttemptResult::Invalid(why) = &sent.result {
+        metrics::counter!(m::INVALID_OPS, &labels).increment(1);
+        tracing::warn!(op_id = %op.op_id, destination = %op.destination, reason = %why, "not sending an op whose row breaks a rule; it is made dead");
+    }
     metrics::histogram!(m::ATTEMPT_DURATION, &labels).record(sent.duration.as_secs_f64());
     metrics::counter!(m::ATTEMPTS, "destination" => op.destination.clone(), "outcome" => decision.outcome.as_str()).increment(1);
     let completion = Completion {
@@ -459,6 +527,32 @@ async fn attempt(
     shared.wake_all();
 }
 
+/// Makes dead a claimed op whose row could not be read: nothing is sent, the attempt is
+/// recorded as failed with what could not be read.
+async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder: &Recorder) {
+    metrics::counter!(m::INVALID_OPS, "destination" => "").increment(1);
+    tracing::warn!(seq = u.seq, op_id = %u.op_id, reason = %u.reason, "a claimed op's row cannot be read; it is made dead, never sent");
+    let completion = Completion {
+        seq: u.seq,
+        op_id: u.op_id,
+        attempt: u.attempt,
+        started_at: u.claimed_at,
+        outcome: outbox_store::AttemptOutcome::Failed,
+        http_status: None,
+        error: Some(format!(
+            "the stored op cannot be read, never sent: {}",
+            u.reason
+        )),
+        excerpt: None,
+        next: NextState::Dead,
+    };
+    let (reply, recorded) = oneshot::channel();
+    if recorder.send((completion, reply)).await.is_ok() {
+        let _ = recorded.await;
+    }
+    shared.wake_all();
+}
+
 /// A completion waiting to be written, and where to say whether it was applied.
 type Pending = (Completion, oneshot::Sender<bool>);
 /// Where attempts hand their completions to the leader's recorder.
@@ -469,9 +563,8 @@ const RECORDER_QUEUE: usize = 1024;
 const RECORD_BATCH: usize = 128;
 
 /// Writes completions in batches, one transaction each: whatever has queued up while the
-/// previous batch was written goes together. Database failures are retried while the lease may
-/// still be ours; the database refuses (and this counts as stale) each completion whose claim or
-/// lease moved on. Ends when every attempt task and the claim loop have dropped their senders.
+/// previous batch was written goes together. Ends when every attempt task and the claim loop
+/// have dropped their senders. See [`record`] for what happens when a batch is refused.
 async fn record_loop(
     shared: Arc<Shared>,
     lease: Lease,
@@ -481,37 +574,123 @@ async fn record_loop(
     let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
     while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
         let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
-        let mut backoff = Duration::from_millis(100);
-        let applied: Option<Vec<bool>> = loop {
-            match shared.store.op_complete_batch(&lease, &completions).await {
-                Ok(applied) => {
-                    shared.db_ok();
-                    break Some(applied);
-                }
-                Err(e) => {
-                    shared.db_failed("complete", &e);
-                    if trust.is_lost() {
-                        tracing::warn!(
-                            count = completions.len(),
-                            "could not record attempts before losing the lease; the next leader re-queues their ops"
-                        );
-                        break None;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-            }
-        };
-        let applied = applied
-            .unwrap_or_else(|| vec![false; completions.len()])
-            .into_iter()
-            .map(Some);
+        let applied = record(&shared, &lease, &trust, &completions).await;
         for ((completion, reply), applied) in batch.drain(..).zip(applied) {
-            if applied == Some(false) {
+            if applied == Recorded::Discarded {
                 metrics::counter!(m::STALE_COMPLETIONS).increment(1);
                 tracing::warn!(op_id = %completion.op_id, token = %lease.token, "completion discarded: this dispatcher no longer holds the claim or the partition lease");
             }
-            let _ = reply.send(applied == Some(true));
+            let _ = reply.send(applied == Recorded::Applied);
+        }
+    }
+}
+
+/// What became of one completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// Written.
+    Applied,
+    /// The database refused it because the claim or the lease moved on (G9).
+    Discarded,
+    /// Not written: the lease was lost while the database was failing, or the database refused
+    /// it even without its optional parts. The op stays in flight under this token; the next
+    /// leader re-queues it.
+    Dropped,
+}
+
+/// Records `batch`. Failures retrying may fix are retried while the lease may still be ours.
+/// When the database refuses the batch for a reason retrying cannot fix, each completion is
+/// tried on its own, then without its optional parts (excerpt and error), and then given up,
+/// counted and logged: one unstorable answer never stalls the partition, and nothing else in
+/// the batch is lost.
+async fn record(
+    shared: &Shared,
+    lease: &Lease,
+    trust: &Trust,
+    batch: &[Completion],
+) -> Vec<Recorded> {
+    let refused = match complete_retrying(shared, lease, trust, batch).await {
+        Ok(applied) => return applied,
+        Err(Unwritten::LeaseLost) => return vec![Recorded::Dropped; batch.len()],
+        Err(Unwritten::Refused(e)) => e,
+    };
+    tracing::warn!(count = batch.len(), error = %refused, "the database refused a batch of completions; recording them one by one");
+    let mut recorded = Vec::with_capacity(batch.len());
+    for c in batch {
+        let alone = if batch.len() == 1 {
+            Err(Unwritten::Refused(refused.to_string()))
+        } else {
+            complete_retrying(shared, lease, trust, std::slice::from_ref(c)).await
+        };
+        let outcome = match alone {
+            Ok(applied) => applied[0],
+            Err(Unwritten::LeaseLost) => Recorded::Dropped,
+            Err(Unwritten::Refused(_)) => {
+                match complete_retrying(shared, lease, trust, &[c.without_details()]).await {
+                    Ok(applied) => applied[0],
+                    Err(Unwritten::LeaseLost) => Recorded::Dropped,
+                    Err(Unwritten::Refused(e)) => {
+                        metrics::counter!(m::UNRECORDABLE_COMPLETIONS).increment(1);
+                        tracing::error!(op_id = %c.op_id, attempt = c.attempt, error = %e, "the database refuses this attempt's completion even without its excerpt and error; the op stays in flight until the next leader re-queues it");
+                        Recorded::Dropped
+                    }
+                }
+            }
+        };
+        recorded.push(outcome);
+    }
+    recorded
+}
+
+/// Why completions were not written.
+#[derive(Debug)]
+enum Unwritten {
+    /// The lease was lost while the database kept failing.
+    LeaseLost,
+    /// The database refused them for a reason retrying cannot fix (its message).
+    Refused(String),
+}
+
+/// One completion statement, retried with backoff while the failure may pass and the lease
+/// is still trusted.
+async fn complete_retrying(
+    shared: &Shared,
+    lease: &Lease,
+    trust: &Trust,
+    completions: &[Completion],
+) -> Result<Vec<Recorded>, Unwritten> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match shared.store.op_complete_batch(lease, completions).await {
+            Ok(applied) => {
+                shared.db_ok();
+                return Ok(applied
+                    .into_iter()
+                    .map(|a| {
+                        if a {
+                            Recorded::Applied
+                        } else {
+                            Recorded::Discarded
+                        }
+                    })
+                    .collect());
+            }
+            Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
+                shared.db_failed("complete", &outbox_store::Error::Store(e));
+                if trust.is_lost() {
+                    tracing::warn!(
+                        count = completions.len(),
+                        "could not record attempts before losing the lease; the next leader re-queues their ops"
+                    );
+                    return Err(Unwritten::LeaseLost);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                metrics::counter!(m::DB_ERRORS, "operation" => "complete").increment(1);
+                return Err(Unwritten::Refused(e.to_string()));
+            }
         }
     }
 }

@@ -48,6 +48,47 @@ pub enum Error {
     /// An HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Http(#[from] reqwest::Error),
+    /// Live partition leases were taken by dispatchers serving another partition count.
+    #[error(transparent)]
+    PartitionCount(#[from] PartitionCountMismatch),
+}
+
+/// This dispatcher's `dispatcher.partitions` disagrees with live partition leases: two
+/// partition counts split the ops' slots differently, so they must never serve at once (G12).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "dispatcher.partitions is {configured}, but {} (a dispatcher serving another partition count is running); two counts would split the ops differently. Start this dispatcher with the same count, or to change the count stop every dispatcher first, then start them all with the new one (README: changing the partition count)",
+    describe(live)
+)]
+pub struct PartitionCountMismatch {
+    /// The count this dispatcher was configured with.
+    pub configured: u32,
+    /// The live partition leases of another count: (lease, the count its holder serves).
+    pub live: Vec<(String, u32)>,
+}
+
+fn describe(live: &[(String, u32)]) -> String {
+    let shown: Vec<String> = live
+        .iter()
+        .take(3)
+        .map(|(lease, n)| format!("{lease} is held with partitions = {n}"))
+        .collect();
+    let more = live.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// Refuses to serve while live partition leases were taken with another partition count.
+pub(crate) async fn check_partition_count(store: &Store, configured: u32) -> Result<(), Error> {
+    let live = store.lease_partition_conflicts(configured).await?;
+    if live.is_empty() {
+        Ok(())
+    } else {
+        Err(PartitionCountMismatch { configured, live }.into())
+    }
 }
 
 /// Runs the dispatcher until `shutdown` is cancelled.
@@ -80,7 +121,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     if config.destinations.is_empty() {
         tracing::warn!("no destinations are configured: ops stay pending until one is");
     }
-    let shared = Arc::new(drain::Shared::new(store.clone(), config.clone(), ready)?);
+    if let Err(e) = check_partition_count(&store, config.dispatcher.partitions).await {
+        store.close().await;
+        return Err(e);
+    }
+    // Loops stop on shutdown, or when one of them finds the partition count disagreeing.
+    let stop = shutdown.child_token();
+    let shared = Arc::new(drain::Shared::new(
+        store.clone(),
+        config.clone(),
+        ready,
+        stop.clone(),
+    )?);
     // PostgreSQL notifications arrive on one Notify; forward each to every partition loop.
     let notified = Arc::new(tokio::sync::Notify::new());
     let listener = store.listen_for_enqueues(notified.clone()).map(|listener| {
@@ -93,25 +145,78 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         });
         (listener, forward)
     });
-    let mut loops = tokio::task::JoinSet::new();
+    let mut loops = Loops::default();
     for index in 0..config.dispatcher.partitions {
         let partition = Partition::new(index, config.dispatcher.partitions)
             .map_err(outbox_store::Error::from)?;
-        loops.spawn(drain::serve_partition(
-            shared.clone(),
-            partition,
-            shutdown.clone(),
-        ));
+        loops.start(&shared, Some(partition), &stop);
     }
-    loops.spawn(housekeeping(shared.clone(), shutdown.clone()));
-    while loops.join_next().await.is_some() {}
+    loops.start(&shared, None, &stop);
+    loops.run(&shared, &stop).await;
     if let Some((listener, forward)) = listener {
         listener.abort();
         forward.abort();
     }
     store.close().await;
+    if let Some(e) = shared.take_fatal() {
+        tracing::error!(error = %e, "dispatcher stopped");
+        return Err(e.into());
+    }
     tracing::info!("dispatcher stopped");
     Ok(())
+}
+
+/// The partition loops and the housekeeping loop. A loop that panics is logged, counted and
+/// started again: its leadership (and with it the lease renewal) was dropped while unwinding,
+/// so the partition's lease lapses and is won again, never renewed by a zombie.
+#[derive(Default)]
+struct Loops {
+    set: tokio::task::JoinSet<()>,
+    /// Which loop each task runs: a partition, or housekeeping (`None`).
+    of: std::collections::HashMap<tokio::task::Id, Option<Partition>>,
+}
+
+impl Loops {
+    fn start(
+        &mut self,
+        shared: &Arc<drain::Shared>,
+        which: Option<Partition>,
+        stop: &CancellationToken,
+    ) {
+        let handle = match which {
+            Some(p) => self
+                .set
+                .spawn(drain::serve_partition(shared.clone(), p, stop.clone())),
+            None => self.set.spawn(housekeeping(shared.clone(), stop.clone())),
+        };
+        self.of.insert(handle.id(), which);
+    }
+
+    /// Waits for every loop to end, restarting those that panic until `stop`.
+    async fn run(&mut self, shared: &Arc<drain::Shared>, stop: &CancellationToken) {
+        while let Some(done) = self.set.join_next_with_id().await {
+            let (id, panicked) = match done {
+                Ok((id, ())) => (id, false),
+                Err(e) => (e.id(), e.is_panic()),
+            };
+            let which = self.of.remove(&id).flatten();
+            if !panicked || stop.is_cancelled() {
+                continue;
+            }
+            let name = which.map_or("housekeeping".to_owned(), |p| p.lease_resource());
+            ::metrics::counter!(metrics::LOOP_PANICS, "loop" => name.clone()).increment(1);
+            tracing::error!(r#loop = %name, "a dispatcher loop panicked; starting it again");
+            self.start(shared, which, stop);
+        }
+    }
+}
+
+impl std::fmt::Debug for Loops {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loops")
+            .field("running", &self.of.len())
+            .finish()
+    }
 }
 
 /// Connects and migrates, retrying with backoff while the database is unreachable; `None`
@@ -169,7 +274,7 @@ async fn housekeeping(shared: Arc<drain::Shared>, shutdown: CancellationToken) {
         }
         match shared
             .store
-            .op_unrouted_list(shared.destination_names())
+            .op_unrouted_list(shared.destination_names(), UNROUTED_SHOWN)
             .await
         {
             Ok(list) => unrouted.report(list),
@@ -183,7 +288,15 @@ async fn housekeeping(shared: Arc<drain::Shared>, shutdown: CancellationToken) {
     }
 }
 
-/// Destinations with pending ops that are not configured: a gauge each, one warning each.
+/// How many unrouted destination names get a gauge of their own, the most waiting first.
+/// Names come from producers: without a bound, a hostile or buggy one could grow the metrics
+/// and this process's memory without end.
+const UNROUTED_SHOWN: u32 = 50;
+/// How many names are remembered as warned about; past it, new names are not warned again.
+const UNROUTED_WARNED: usize = 1000;
+
+/// Destinations with pending ops that are not configured: a gauge each (at most
+/// [`UNROUTED_SHOWN`]), one warning each.
 #[derive(Debug, Default)]
 struct Unrouted {
     warned: HashSet<String>,
@@ -199,7 +312,7 @@ impl Unrouted {
         for (destination, pending) in &list {
             ::metrics::gauge!(metrics::UNROUTED, "destination" => destination.clone())
                 .set(*pending as f64);
-            if self.warned.insert(destination.clone()) {
+            if self.warned.len() < UNROUTED_WARNED && self.warned.insert(destination.clone()) {
                 tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
             }
         }

@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 #[command(name = "outbox-dispatcher", version, about)]
 struct Args {
     /// TOML configuration file; without one, the defaults (sqlite://outbox.db, no
-    /// destinations) apply. See dispatcher/config.default.toml for every key.
-    #[arg(long, env = "OUTBOX_CONFIG")]
+    /// destinations) apply. See dispatcher/config.default.toml for every key. Accepted before
+    /// or after the subcommand (`check-config --config FILE`).
+    #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Option<Command>,

@@ -16,6 +16,13 @@ pub const RETRIES: &str = "outbox_retries_total";
 /// Completions refused by the database because this dispatcher no longer held the claim or
 /// the partition lease (G9); the op's fate is decided by the current leader.
 pub const STALE_COMPLETIONS: &str = "outbox_stale_completions_total";
+/// Completions the database refused even without their excerpt and error: the op stays in
+/// flight until the next leader re-queues it (it is logged with its id).
+pub const UNRECORDABLE_COMPLETIONS: &str = "outbox_unrecordable_completions_total";
+/// Claimed ops the dispatcher would not send because the row broke a rule (G11), made dead.
+pub const INVALID_OPS: &str = "outbox_invalid_ops_total";
+/// Partition loops restarted after a panic, by `partition`.
+pub const LOOP_PANICS: &str = "outbox_partition_loop_panics_total";
 /// Ops re-queued after an older dispatcher left them in flight.
 pub const REQUEUED: &str = "outbox_requeued_total";
 /// Claims given back unattempted (destination full or rate limited, lease window too short).

@@ -3,9 +3,12 @@
 //! as `unknown`, ordering per key, unrouted destinations, superseded ops never sent, and a
 //! graceful shutdown that leaves nothing in flight.
 
+mod common;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
+use common::{all, destination, dispatch, dispatch_listening, dispatch_with, post, until_states};
 use outbox_dispatcher::Config;
 use outbox_dispatcher::signing::SigningKey;
 use outbox_producer::Operation;
@@ -13,77 +16,6 @@ use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-/// A dispatcher running in this process until stopped.
-struct Running {
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
-}
-
-impl Running {
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task
-            .await
-            .expect("dispatcher task")
-            .expect("dispatcher run");
-    }
-}
-
-/// Starts a dispatcher on `db` whose destinations are `destinations` (TOML tables).
-fn dispatch(db: &TestDb, destinations: &str) -> Running {
-    dispatch_listening(db, destinations, "")
-}
-
-/// As [`dispatch`], serving /metrics, /healthz and /readyz on `listen`.
-fn dispatch_listening(db: &TestDb, destinations: &str, listen: &str) -> Running {
-    dispatch_with(db, destinations, &format!("listen = {listen:?}\n"))
-}
-
-/// A dispatcher with extra `[dispatcher]` keys.
-fn dispatch_with(db: &TestDb, destinations: &str, dispatcher_keys: &str) -> Running {
-    let listen = if dispatcher_keys.contains("listen") {
-        ""
-    } else {
-        "listen = \"\"\n"
-    };
-    let text = format!(
-        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nshutdown_grace = \"5s\"\n{listen}{dispatcher_keys}{destinations}",
-        url = db.url()
-    );
-    let env = HashMap::from([("TEST_TOKEN".to_owned(), "s3cret-token".to_owned())]);
-    let config = Config::load(Some(&text), &env).expect("test config");
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
-    Running { shutdown, task }
-}
-
-fn destination(name: &str, receiver: &Receiver, extra: &str) -> String {
-    format!(
-        "[destinations.{name}]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"200ms\", max_attempts = 5 }}\n{extra}\n",
-        receiver.url()
-    )
-}
-
-fn post(destination: &str, path: &str, key: &str) -> Operation {
-    Operation::post(destination, path)
-        .json(&serde_json::json!({"key": key}))
-        .idempotency_key(key)
-        .build()
-        .unwrap()
-}
-
-async fn until_states(db: &TestDb, what: &str, done: impl Fn(&[String]) -> bool) {
-    wait_until(Duration::from_secs(30), what, || async {
-        let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
-        done(&states)
-    })
-    .await;
-}
-
-fn all(state: &'static str) -> impl Fn(&[String]) -> bool {
-    move |states| !states.is_empty() && states.iter().all(|s| s == state)
-}
 
 async fn delivers_with_every_header_and_a_verifiable_signature(db: TestDb) {
     let outbox = db.outbox().await;

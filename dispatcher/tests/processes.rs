@@ -350,6 +350,59 @@ fn check_config_prints_the_effective_config_without_secrets() {
     );
 }
 
+/// Issue 12, item 12: `--config` is accepted after the subcommand as well as before it.
+#[test]
+fn check_config_takes_the_config_before_or_after_the_subcommand() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        "[database]\nurl = \"sqlite:///tmp/item-12.db\"\n[destinations.billing]\nbase_url = \"https://billing.example\"\n",
+    )
+    .unwrap();
+    let path = file.path().to_str().unwrap();
+    for args in [
+        ["check-config", "--config", path],
+        ["--config", path, "check-config"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+            .args(args)
+            .env_remove("OUTBOX_CONFIG")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            text.contains("sqlite:///tmp/item-12.db") && text.contains("[destinations.billing]"),
+            "{args:?} did not read the file:\n{text}"
+        );
+    }
+}
+
+/// Issue 11: a TOML syntax error names its line and column, never the line itself, which may
+/// hold a secret.
+#[test]
+fn a_toml_syntax_error_names_the_line_without_echoing_it() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        file.path(),
+        "[database]\nmigrate = true\nurl = \"postgres://outbox:hunter2@db/outbox\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+        .args(["--config", file.path().to_str().unwrap(), "check-config"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("line 3, column "), "{err}");
+    assert!(!err.contains("hunter2"), "the line was echoed: {err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("hunter2"));
+}
+
 /// Without a config file the dispatcher runs on the defaults and says so; SIGTERM stops it
 /// cleanly with exit 0.
 #[test]
@@ -419,4 +472,70 @@ async fn a_second_signal_exits_at_once() {
         second.elapsed()
     );
     assert_eq!(status.code(), Some(130));
+}
+
+impl Dispatcher {
+    /// As [`Dispatcher::start`] (poll 100 ms, no listener), with `env` set for the process and
+    /// `unset` removed from it.
+    fn start_with_env(
+        db: &TestDb,
+        receiver: &Receiver,
+        env: &[(&str, &str)],
+        unset: &[&str],
+    ) -> Dispatcher {
+        let text = format!(
+            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\n\
+             listen = \"\"\nshutdown_grace = \"5s\"\n[destinations.statements]\nbase_url = \"{base}\"\n\
+             timeout = \"2s\"\nretry = {{ base = \"100ms\", cap = \"500ms\" }}\n",
+            url = db.url(),
+            base = receiver.url()
+        );
+        let config = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(config.path(), text).unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"));
+        command
+            .arg("--config")
+            .arg(config.path())
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null());
+        for name in unset {
+            command.env_remove(name);
+        }
+        let child = command.spawn().expect("start outbox-dispatcher");
+        Dispatcher {
+            child,
+            metrics: String::new(),
+            _config: config,
+        }
+    }
+}
+
+/// G11, no ambient proxy: with every proxy variable pointing at a recording server (and no
+/// NO_PROXY), the op goes straight to its destination and the "proxy" receives nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g11_the_ambient_proxy_is_never_used() {
+    let db = TestDb::sqlite().await;
+    let outbox = db.outbox().await;
+    let (proxy, destination) = (Receiver::start().await, Receiver::start().await);
+    let url = proxy.url();
+    let variables = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ];
+    let env: Vec<(&str, &str)> = variables.iter().map(|v| (*v, url.as_str())).collect();
+    enqueue(&outbox, "proxied", &["proxied-1"]).await;
+    let dispatcher = Dispatcher::start_with_env(&db, &destination, &env, &["NO_PROXY", "no_proxy"]);
+    all_delivered(&db, 1).await;
+    dispatcher.stop();
+    let through_proxy: Vec<String> = proxy.received().into_iter().map(|r| r.path).collect();
+    assert!(
+        through_proxy.is_empty(),
+        "the dispatcher went through the ambient proxy, which received {through_proxy:?}"
+    );
+    assert_eq!(destination.received().len(), 1, "sent to the destination");
 }

@@ -12,6 +12,7 @@ use outbox_store::{
     Backend, Conn, EnqueueResult, Enqueued, Lease, NewOp, Refusal, RejectReason, Rejection, Store,
 };
 
+use crate::lease::refuse_dispatcher_lease;
 use crate::{Error, Operation, Outbox};
 
 impl Outbox {
@@ -19,6 +20,7 @@ impl Outbox {
     /// key) with the same request returns the existing op with `duplicate = true`; with a
     /// different request it fails with [`Error::IdempotencyConflict`] (G7).
     pub async fn enqueue(&self, lease: &Lease, op: &Operation) -> Result<Enqueued, Error> {
+        refuse_dispatcher_lease(&lease.resource)?;
         let new = op.to_new_op(lease, self.max_body_bytes())?;
         let result = self.store().op_enqueue(lease, &new).await?;
         self.settle(lease, std::slice::from_ref(&new), result, Stage::Enqueue)
@@ -31,6 +33,7 @@ impl Outbox {
         lease: &Lease,
         ops: &[Operation],
     ) -> Result<Vec<Enqueued>, Error> {
+        refuse_dispatcher_lease(&lease.resource)?;
         let new = ops
             .iter()
             .map(|op| op.to_new_op(lease, self.max_body_bytes()))
@@ -54,6 +57,7 @@ impl Outbox {
         lease: &Lease,
         op: &Operation,
     ) -> Result<Enqueued, Error> {
+        refuse_dispatcher_lease(&lease.resource)?;
         let new = op.to_new_op(lease, self.max_body_bytes())?;
         let result = self.store().op_enqueue_in(conn.into(), lease, &new).await?;
         self.settle(

@@ -12,63 +12,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-/// The default limit on an op's body: 1 MiB.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
-/// The longest path (with query) an op may have.
-pub const MAX_PATH_LEN: usize = 2048;
-/// The most headers an op may carry.
-pub const MAX_HEADERS: usize = 64;
-/// The longest header value.
-pub const MAX_HEADER_VALUE_LEN: usize = 8192;
+pub use outbox_store::request::{
+    DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_CEILING, MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_PATH_LEN,
+};
+use outbox_store::request::{check_content_type, check_headers, check_path, check_traceparent};
+
 /// The longest delay before the first attempt.
 pub const MAX_NOT_BEFORE: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// Headers the dispatcher sets itself, or that would smuggle credentials or break framing.
-const RESERVED: &[(&str, &str)] = &[
-    (
-        "host",
-        "the dispatcher sends to the destination's configured base URL",
-    ),
-    ("content-length", "the dispatcher frames the body itself"),
-    ("transfer-encoding", "the dispatcher frames the body itself"),
-    ("connection", "connection management is the dispatcher's"),
-    ("keep-alive", "connection management is the dispatcher's"),
-    ("upgrade", "connection management is the dispatcher's"),
-    ("te", "connection management is the dispatcher's"),
-    ("trailer", "connection management is the dispatcher's"),
-    (
-        "idempotency-key",
-        "the dispatcher sends the op's idempotency key on every attempt",
-    ),
-    (
-        "x-fencing-token",
-        "the dispatcher sends the op's fencing token",
-    ),
-    ("traceparent", "set the trace context with .traceparent()"),
-    ("tracestate", "set the trace context with .traceparent()"),
-    (
-        "content-type",
-        "give the content type with .body() or .json()",
-    ),
-    (
-        "authorization",
-        "credentials belong in the dispatcher's destination config, never in op rows",
-    ),
-    (
-        "proxy-authorization",
-        "credentials belong in the dispatcher's destination config, never in op rows",
-    ),
-];
-
-/// Reserved header name prefixes.
-const RESERVED_PREFIXES: &[(&str, &str)] = &[
-    ("x-outbox-", "X-Outbox-* headers are the dispatcher's"),
-    (
-        "webhook-",
-        "webhook-* headers are the dispatcher's Standard Webhooks signature",
-    ),
-];
-
 /// Which order key an op gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Ordering {
@@ -231,15 +181,7 @@ impl Operation {
         lease: &Lease,
         max_body_bytes: usize,
     ) -> Result<NewOp, InvalidInput> {
-        if self.body.len() > max_body_bytes {
-            return Err(InvalidInput::new(
-                "body",
-                format!(
-                    "is {} bytes, the limit is {max_body_bytes}",
-                    self.body.len()
-                ),
-            ));
-        }
+        outbox_store::request::check_body(self.body.len(), max_body_bytes)?;
         let op_id = Uuid::now_v7();
         let order_key = match &self.ordering {
             Ordering::Resource => Some(OrderKey::from(&lease.resource)),
@@ -354,10 +296,7 @@ impl OperationBuilder {
             ));
         }
         if let Some(ct) = &self.content_type {
-            check_header_value("content_type", ct)?;
-            if ct.trim().is_empty() {
-                return Err(InvalidInput::new("content_type", "must not be empty"));
-            }
+            check_content_type(ct)?;
         }
         let idempotency_key = IdempotencyKey::new(
             self.idempotency_key
@@ -397,132 +336,6 @@ impl OperationBuilder {
             expire_with_generation: self.expire_with_generation,
             traceparent: self.traceparent,
         })
-    }
-}
-
-/// A path below the destination's base URL: `/…`, printable ASCII, no `..` segment.
-fn check_path(path: &str) -> Result<(), InvalidInput> {
-    let bad = |reason: String| Err(InvalidInput::new("path", reason));
-    if !path.starts_with('/') {
-        return bad(
-            "must start with / (a path below the destination's base URL, not a URL)".into(),
-        );
-    }
-    if path.starts_with("//") {
-        return bad("must not start with // (that names a host)".into());
-    }
-    if path.len() > MAX_PATH_LEN {
-        return bad(format!(
-            "is {} bytes long, the limit is {MAX_PATH_LEN}",
-            path.len()
-        ));
-    }
-    if let Some(c) = path.chars().find(|c| !c.is_ascii_graphic()) {
-        return bad(format!(
-            "contains {c:?}: percent-encode spaces, control and non-ASCII characters"
-        ));
-    }
-    if let Some(c) = path.chars().find(|c| matches!(c, '\\' | '#')) {
-        return bad(format!(
-            "contains {c:?}, which destinations read differently"
-        ));
-    }
-    let route = path.split('?').next().unwrap_or(path);
-    for segment in route.split('/') {
-        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
-        if decoded == ".." {
-            return bad("must not contain a .. segment".into());
-        }
-    }
-    Ok(())
-}
-
-fn check_headers(headers: &[(String, String)]) -> Result<(), InvalidInput> {
-    if headers.len() > MAX_HEADERS {
-        return Err(InvalidInput::new(
-            "headers",
-            format!("{} headers, the limit is {MAX_HEADERS}", headers.len()),
-        ));
-    }
-    for (name, value) in headers {
-        check_header_name(name)?;
-        check_header_value("header_value", value)
-            .map_err(|e| InvalidInput::new("header_value", format!("of {name}: {}", e.reason)))?;
-    }
-    Ok(())
-}
-
-fn check_header_name(name: &str) -> Result<(), InvalidInput> {
-    let is_tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || name.len() > 128 || !name.chars().all(is_tchar) {
-        return Err(InvalidInput::new(
-            "header_name",
-            format!("{name:?} is not a valid header name (1..=128 token characters)"),
-        ));
-    }
-    let lower = name.to_ascii_lowercase();
-    if let Some((_, why)) = RESERVED.iter().find(|(n, _)| *n == lower) {
-        return Err(InvalidInput::new(
-            "header_name",
-            format!("{name} is reserved: {why}"),
-        ));
-    }
-    if let Some((_, why)) = RESERVED_PREFIXES.iter().find(|(p, _)| lower.starts_with(p)) {
-        return Err(InvalidInput::new(
-            "header_name",
-            format!("{name} is reserved: {why}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Visible ASCII, spaces and tabs only: no CR/LF (header injection), no other controls.
-/// The reason never quotes the value: it may be sensitive.
-fn check_header_value(field: &'static str, value: &str) -> Result<(), InvalidInput> {
-    if value.len() > MAX_HEADER_VALUE_LEN {
-        return Err(InvalidInput::new(
-            field,
-            format!(
-                "is {} bytes, the limit is {MAX_HEADER_VALUE_LEN}",
-                value.len()
-            ),
-        ));
-    }
-    if value.contains(['\r', '\n']) {
-        return Err(InvalidInput::new(field, "contains CR or LF"));
-    }
-    if value
-        .chars()
-        .any(|c| !(c == ' ' || c == '\t' || c.is_ascii_graphic()))
-    {
-        return Err(InvalidInput::new(
-            field,
-            "may hold only visible ASCII, spaces and tabs",
-        ));
-    }
-    Ok(())
-}
-
-/// `00-<32 hex>-<16 hex>-<2 hex>`, ids not all zero (W3C Trace Context, version 00).
-fn check_traceparent(tp: &str) -> Result<(), InvalidInput> {
-    let parts: Vec<&str> = tp.split('-').collect();
-    let hex = |s: &str, len: usize| {
-        s.len() == len && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
-    };
-    let ok = parts.len() == 4
-        && parts[0] == "00"
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-        && parts[1].chars().any(|c| c != '0')
-        && parts[2].chars().any(|c| c != '0');
-    if ok {
-        Ok(())
-    } else {
-        Err(InvalidInput::new(
-            "traceparent",
-            "must be 00-<32 hex>-<16 hex>-<2 hex> with non-zero ids",
-        ))
     }
 }
 

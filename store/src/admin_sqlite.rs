@@ -12,7 +12,7 @@ use crate::admin::{
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
 use crate::op::{OpState, RejectionRow};
-use crate::sqlite::{BEGIN_IMMEDIATE, SqliteStore, map_err, rejection_row};
+use crate::sqlite::{BEGIN_IMMEDIATE, Col as _, SqliteStore, map_err, rejection_row};
 
 const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/sqlite/admin_status_counts.sql");
 const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/sqlite/admin_status_summary.sql");
@@ -107,7 +107,7 @@ impl SqliteStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.map(|r| r.get("id")))
+        row.map(|r| r.col("id")).transpose()
     }
 
     pub(crate) async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
@@ -120,7 +120,7 @@ impl SqliteStore {
             return Ok(None);
         };
         let mut detail = (|| Ok::<_, sqlx::Error>(op_detail!(r)))().map_err(map_err)?;
-        detail.headers = parse_headers(r.get("headers"), Backend::Sqlite)?;
+        detail.headers = parse_headers(&r.col::<String>("headers")?, Backend::Sqlite)?;
         detail.attempt_history = sqlx::query(ADMIN_ATTEMPT_LIST)
             .bind(seq)
             .fetch_all(&self.pool)
@@ -242,7 +242,7 @@ impl SqliteStore {
                 .await
                 .map_err(map_err)?;
             for r in rows {
-                admin::tally(&mut report, r.get("state"), r.get("ops"));
+                admin::tally(&mut report, r.col("state")?, r.col("ops")?);
             }
             return Ok(report);
         }

@@ -8,8 +8,9 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::error::InvalidInput;
-use crate::model::FencingToken;
+use crate::model::{DestinationName, FencingToken, IdempotencyKey};
 use crate::op::PARTITION_SLOTS;
+use crate::request;
 
 /// The longest error text stored on an attempt or op, in characters.
 pub const ERROR_MAX_CHARS: usize = 2048;
@@ -83,8 +84,11 @@ pub struct ClaimedOp {
     pub headers: Vec<(String, String)>,
     /// The body's content type.
     pub content_type: Option<String>,
-    /// The body.
+    /// The body; empty when it is larger than the dispatcher's `max_body_bytes`, which the
+    /// claim never loads.
     pub body: Vec<u8>,
+    /// The body's size in bytes as stored.
+    pub body_bytes: i64,
     /// This attempt's number, 1 for the first.
     pub attempt: i32,
     /// When the op was enqueued (database clock): the start of its `max_age`.
@@ -98,6 +102,49 @@ pub struct ClaimedOp {
     pub budget_attempt: i32,
     /// The start of the op's `max_age`: when it was enqueued, or last replayed.
     pub budget_since: OffsetDateTime,
+}
+
+impl ClaimedOp {
+    /// Checks the row against the producer's rules again (G11): whatever wrote it, an op that
+    /// breaks one is never sent. The error names the field and the rule.
+    pub fn check(&self, max_body_bytes: usize) -> Result<(), InvalidInput> {
+        DestinationName::new(self.destination.as_str())?;
+        IdempotencyKey::new(self.idempotency_key.as_str())?;
+        request::check_method(&self.method)?;
+        request::check_path(&self.path)?;
+        request::check_headers(&self.headers)?;
+        if let Some(ct) = &self.content_type {
+            request::check_content_type(ct)?;
+        }
+        if let Some(tp) = &self.trace_context {
+            request::check_traceparent(tp)?;
+        }
+        let stored = usize::try_from(self.body_bytes).unwrap_or(usize::MAX);
+        request::check_body(stored, max_body_bytes)?;
+        if stored != self.body.len() {
+            return Err(InvalidInput::new(
+                "body",
+                format!("was read as {} bytes of {stored}", self.body.len()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A claimed op whose row could not be read (a value of the wrong type, headers that are not
+/// pairs): it is made dead without an attempt being sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Its row id.
+    pub seq: i64,
+    /// Its public id, when readable (nil otherwise).
+    pub op_id: Uuid,
+    /// The attempt number the claim counted (0 when unreadable).
+    pub attempt: i32,
+    /// When it was claimed (now, when unreadable).
+    pub claimed_at: OffsetDateTime,
+    /// What could not be read.
+    pub reason: String,
 }
 
 /// How an attempt went, as stored on its row.
@@ -190,16 +237,58 @@ pub struct OpStats {
 pub struct Claimed {
     /// The ops claimed, in sequence order.
     pub ops: Vec<ClaimedOp>,
+    /// Claimed rows that could not be read; the caller makes them dead.
+    pub unreadable: Vec<Unreadable>,
     /// Pending ops dropped first because their token was no longer the newest (G5).
     pub superseded: u64,
 }
 
-/// `text` cut to at most `max` characters, at a character boundary.
-pub(crate) fn bounded(text: Option<&str>, max: usize) -> Option<String> {
-    text.map(|t| match t.char_indices().nth(max) {
-        Some((cut, _)) => t[..cut].to_owned(),
-        None => t.to_owned(),
-    })
+impl Claimed {
+    /// Sorts decoded rows into ops (in sequence order) and unreadable ones.
+    pub(crate) fn new(rows: Vec<Result<ClaimedOp, Unreadable>>, superseded: u64) -> Claimed {
+        let (mut ops, mut unreadable) = (Vec::new(), Vec::new());
+        for row in rows {
+            match row {
+                Ok(op) => ops.push(op),
+                Err(u) => unreadable.push(u),
+            }
+        }
+        ops.sort_by_key(|c| c.seq);
+        Claimed {
+            ops,
+            unreadable,
+            superseded,
+        }
+    }
+}
+
+impl Completion {
+    /// The error as stored: control characters escaped, at most [`ERROR_MAX_CHARS`].
+    pub(crate) fn stored_error(&self) -> Option<String> {
+        self.error
+            .as_deref()
+            .map(|e| crate::text::storable(e, ERROR_MAX_CHARS))
+    }
+
+    /// The excerpt as stored: control characters escaped, at most [`EXCERPT_MAX_CHARS`].
+    pub(crate) fn stored_excerpt(&self) -> Option<String> {
+        self.excerpt
+            .as_deref()
+            .map(|e| crate::text::storable(e, EXCERPT_MAX_CHARS))
+    }
+
+    /// This completion without its optional parts (the excerpt, and the error replaced by a
+    /// fixed note): what is still recorded when the database refused the whole of it.
+    pub fn without_details(&self) -> Completion {
+        Completion {
+            error: Some(
+                "the attempt's error and response excerpt could not be stored and were dropped"
+                    .to_owned(),
+            ),
+            excerpt: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// Parses the stored headers (a JSON array of pairs).
@@ -233,9 +322,21 @@ mod tests {
     }
 
     #[test]
-    fn stored_texts_are_cut_at_character_boundaries() {
-        assert_eq!(bounded(Some("héllo"), 2).as_deref(), Some("hé"));
-        assert_eq!(bounded(Some("ok"), 10).as_deref(), Some("ok"));
-        assert_eq!(bounded(None, 3), None);
+    fn stored_texts_are_escaped_and_cut_at_character_boundaries() {
+        let c = Completion {
+            seq: 1,
+            op_id: Uuid::nil(),
+            attempt: 1,
+            started_at: OffsetDateTime::UNIX_EPOCH,
+            outcome: AttemptOutcome::Failed,
+            http_status: Some(500),
+            error: Some("é".repeat(ERROR_MAX_CHARS + 1)),
+            excerpt: Some("bad\0answer\x1b[2J".to_owned()),
+            next: NextState::Dead,
+        };
+        assert_eq!(c.stored_error().unwrap().chars().count(), ERROR_MAX_CHARS);
+        assert_eq!(c.stored_excerpt().unwrap(), "bad\\u0000answer\\x1b[2J");
+        let bare = c.without_details();
+        assert_eq!((bare.excerpt, bare.http_status), (None, Some(500)));
     }
 }

@@ -20,11 +20,15 @@ pub mod model;
 pub mod op;
 mod postgres;
 pub mod renewal;
+pub mod request;
 mod sqlite;
+pub mod text;
 
 use std::time::Duration;
 
-pub use dispatch::{AttemptOutcome, Claimed, ClaimedOp, Completion, NextState, OpStats, Partition};
+pub use dispatch::{
+    AttemptOutcome, Claimed, ClaimedOp, Completion, NextState, OpStats, Partition, Unreadable,
+};
 pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
 pub use migrate::MigrationReport;
 pub use model::{
@@ -275,15 +279,20 @@ impl Store {
     /// Claims up to `limit` due ops of `partition` whose destination is in `destinations`,
     /// while `lease` (the partition's dispatcher lease) is held and unexpired (G9): per order
     /// key only the head, never two in flight (G8). Pending `expire_with_generation` ops whose
-    /// token is no longer the newest become `superseded` first (G5).
+    /// token is no longer the newest become `superseded` first (G5). Bodies larger than
+    /// `max_body_bytes` are not loaded (see [`ClaimedOp::check`]); rows that cannot be read
+    /// come back as [`Claimed::unreadable`], claimed, for the caller to make dead.
     pub async fn op_claim(
         &self,
         lease: &Lease,
         partition: Partition,
         destinations: &[String],
         limit: u32,
+        max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
-        on_backend!(self, b => b.op_claim(lease, partition, destinations, limit).await)
+        on_backend!(self, b => b
+            .op_claim(lease, partition, destinations, limit, max_body_bytes)
+            .await)
     }
 
     /// Records attempts' ends and their ops' new states in one transaction, each only while
@@ -308,9 +317,33 @@ impl Store {
     }
 
     /// Gives back a claim that was never attempted: pending again, due now, the attempt not
-    /// counted. `false` when the claim is no longer this token's.
-    pub async fn op_release_claim(&self, seq: i64, token: FencingToken) -> Result<bool, Error> {
-        on_backend!(self, b => b.op_release_claim(seq, token).await)
+    /// counted. `false` when the claim is no longer this lease's and token's, or `lease` no
+    /// longer has its owner and token (G9).
+    pub async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
+        on_backend!(self, b => b.op_release_claim(lease, seq).await)
+    }
+
+    /// Records on a partition lease the partition count its holder serves; `false` when this
+    /// owner and token no longer hold it.
+    pub async fn lease_set_partitions(
+        &self,
+        lease: &Lease,
+        partitions: u32,
+    ) -> Result<bool, Error> {
+        on_backend!(self, b => b.lease_set_partitions(lease, partitions).await)
+    }
+
+    /// Live partition leases whose holders serve another partition count than `partitions`,
+    /// with that count: while there is one, a dispatcher configured with `partitions` must not
+    /// serve (G12).
+    pub async fn lease_partition_conflicts(
+        &self,
+        partitions: u32,
+    ) -> Result<Vec<(String, u32)>, Error> {
+        let names: Vec<String> = (0..op::PARTITION_SLOTS)
+            .map(|i| format!("{}{i}", Partition::LEASE_PREFIX))
+            .collect();
+        on_backend!(self, b => b.lease_partition_conflicts(&names, partitions).await)
     }
 
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:
@@ -356,12 +389,14 @@ impl Store {
         on_backend!(self, b => b.op_purge_finished(ms, batch).await)
     }
 
-    /// Destinations with pending ops that are not among `destinations`, with their counts.
+    /// Destinations with pending ops that are not among `destinations`, with their counts:
+    /// at most `limit`, those with the most ops first.
     pub async fn op_unrouted_list(
         &self,
         destinations: &[String],
+        limit: u32,
     ) -> Result<Vec<(String, i64)>, Error> {
-        on_backend!(self, b => b.op_unrouted_list(destinations).await)
+        on_backend!(self, b => b.op_unrouted_list(destinations, limit).await)
     }
 
     /// Closes every pooled connection and waits for them to finish.

@@ -54,16 +54,19 @@ macro_rules! migration {
 const POSTGRES: &[Migration] = &[
     migration!("postgres", 0001, "init"),
     migration!("postgres", 0002, "admin"),
+    migration!("postgres", 0003, "hardening"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
     migration!("sqlite", 0001, "init"),
     migration!("sqlite", 0002, "admin"),
+    migration!("sqlite", 0003, "hardening"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
     migration!("mssql", 0001, "init"),
     migration!("mssql", 0002, "admin"),
+    migration!("mssql", 0003, "hardening"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -157,7 +160,10 @@ mod tests {
         let done: Vec<_> = SQLITE.iter().map(applied).collect();
         let (pending, report) = plan(SQLITE, &done).unwrap();
         assert!(pending.is_empty());
-        assert_eq!(report.already_applied, ["0001_init", "0002_admin"]);
+        assert_eq!(
+            report.already_applied,
+            ["0001_init", "0002_admin", "0003_hardening"]
+        );
     }
 
     #[test]

@@ -312,6 +312,8 @@ pub struct LeaseRow {
     pub held: bool,
     /// Milliseconds until expiry by the database clock; negative once expired.
     pub remaining_ms: Option<i64>,
+    /// For a dispatcher partition lease: the partition count its holder serves.
+    pub partitions: Option<u32>,
 }
 
 /// The bounds a lease's time to live must fall within. Defaults to the seed's 5 s..=300 s.

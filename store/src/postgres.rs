@@ -5,14 +5,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Connection as _, Row};
+use sqlx::{Connection as _, Row as _};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::StoreOptions;
 use crate::dispatch::{
-    Claimed, ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, OpStats, Partition,
-    bounded, parse_headers,
+    Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
@@ -20,8 +19,8 @@ use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
 };
 use crate::op::{
-    EnqueueResult, Enqueued, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow, check_lease,
-    duplicate_or_conflict,
+    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow,
+    check_lease, duplicate_or_conflict,
 };
 
 const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/postgres/lease_acquire_if_free.sql");
@@ -58,6 +57,10 @@ const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
 const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/postgres/attempt_record_abandoned.sql");
 const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/postgres/op_requeue_abandoned.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../sql/postgres/op_release_claim.sql");
+const LEASE_SET_PARTITIONS_IF_OWNER: &str =
+    include_str!("../sql/postgres/lease_set_partitions_if_owner.sql");
+const LEASE_LIST_PARTITION_CONFLICTS: &str =
+    include_str!("../sql/postgres/lease_list_partition_conflicts.sql");
 const OP_STATS: &str = include_str!("../sql/postgres/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../sql/postgres/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../sql/postgres/op_next_due.sql");
@@ -129,12 +132,14 @@ impl PgStore {
             .await
             .map_err(map_err)?
             .iter()
-            .map(|r| AppliedMigration {
-                version: r.get("version"),
-                name: r.get("name"),
-                checksum: r.get("checksum"),
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         let (pending, mut report) =
             migrate::plan(migrate::migrations(Backend::Postgres), &applied)?;
         for m in pending {
@@ -168,7 +173,8 @@ impl PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.map(|r| (FencingToken::new(r.get("fence")), r.get("expires_at"))))
+        row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
+            .transpose()
     }
 
     pub(crate) async fn lease_renew(
@@ -186,7 +192,7 @@ impl PgStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.map(|r| r.get("expires_at")))
+        row.map(|r| r.col("expires_at")).transpose()
     }
 
     pub(crate) async fn lease_release(
@@ -213,12 +219,13 @@ impl PgStore {
         rows.iter()
             .map(|r| {
                 Ok(LeaseRow {
-                    resource: ResourceName::new(r.get::<String, _>("resource"))?,
-                    owner_id: r.get::<Option<Uuid>, _>("owner_id").map(OwnerId::from),
-                    token: FencingToken::new(r.get("fence")),
-                    expires_at: r.get("expires_at"),
-                    held: r.get("held"),
-                    remaining_ms: r.get("remaining_ms"),
+                    resource: ResourceName::new(r.col::<String>("resource")?)?,
+                    owner_id: r.col::<Option<Uuid>>("owner_id")?.map(OwnerId::from),
+                    token: FencingToken::new(r.col("fence")?),
+                    expires_at: r.col("expires_at")?,
+                    held: r.col("held")?,
+                    remaining_ms: r.col("remaining_ms")?,
+                    partitions: r.col::<Option<i32>>("partitions")?.map(|n| n as u32),
                 })
             })
             .collect()
@@ -265,8 +272,8 @@ impl PgStore {
                 .await
             {
                 Ok(row) => {
-                    let inserted = batch_inserted(&row);
-                    if let Err(reason) = check_lease(lease_seen(Some(row)), lease) {
+                    let inserted = batch_inserted(&row)?;
+                    if let Err(reason) = check_lease(lease_seen(Some(row))?, lease) {
                         return Ok(Err(Refusal::Rejected(reason)));
                     }
                     return Ok(Ok(ops
@@ -283,8 +290,8 @@ impl PgStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(map_err)?;
-        let inserted = batch_inserted(&row);
-        if let Err(reason) = check_lease(lease_seen(Some(row)), lease) {
+        let inserted = batch_inserted(&row)?;
+        if let Err(reason) = check_lease(lease_seen(Some(row))?, lease) {
             finish(tx, false).await?;
             return Ok(Err(Refusal::Rejected(reason)));
         }
@@ -334,7 +341,7 @@ impl PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(rows.iter().map(rejection_row).collect())
+        rows.iter().map(rejection_row).collect()
     }
 
     pub(crate) async fn op_claim(
@@ -343,6 +350,7 @@ impl PgStore {
         part: Partition,
         destinations: &[String],
         limit: u32,
+        max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
         // Two autocommit statements, never one transaction: a dispatcher paused between
         // statements must not hold row locks a standby needs to take over.
@@ -359,38 +367,15 @@ impl PgStore {
             .bind(part.index() as i32)
             .bind(destinations)
             .bind(i64::from(limit))
+            .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        let mut claimed = rows
+        let decoded = rows
             .iter()
-            .map(|r| {
-                Ok(ClaimedOp {
-                    seq: r.get("id"),
-                    op_id: r.get("op_id"),
-                    resource: r.get("resource"),
-                    token: FencingToken::new(r.get("fence")),
-                    destination: r.get("destination"),
-                    idempotency_key: r.get("idempotency_key"),
-                    method: r.get("method"),
-                    path: r.get("path"),
-                    headers: parse_headers(r.get("headers"), Backend::Postgres)?,
-                    content_type: r.get("content_type"),
-                    body: r.get("body"),
-                    attempt: r.get("attempts"),
-                    created_at: r.get("created_at"),
-                    claimed_at: r.get("claimed_at"),
-                    trace_context: r.get("trace_context"),
-                    budget_attempt: r.get("budget_attempt"),
-                    budget_since: r.get("budget_since"),
-                })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        claimed.sort_by_key(|c| c.seq);
-        Ok(Claimed {
-            ops: claimed,
-            superseded,
-        })
+            .map(|r| claimed_op(r).map_err(|e| unreadable(r, e)))
+            .collect();
+        Ok(Claimed::new(decoded, superseded))
     }
 
     /// Records completions in one statement; each is checked on its own, so a refused one
@@ -400,14 +385,10 @@ impl PgStore {
         lease: &Lease,
         completions: &[Completion],
     ) -> Result<Vec<bool>, Error> {
-        let errors: Vec<Option<String>> = completions
-            .iter()
-            .map(|c| bounded(c.error.as_deref(), ERROR_MAX_CHARS))
-            .collect();
-        let excerpts: Vec<Option<String>> = completions
-            .iter()
-            .map(|c| bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
-            .collect();
+        let errors: Vec<Option<String>> =
+            completions.iter().map(Completion::stored_error).collect();
+        let excerpts: Vec<Option<String>> =
+            completions.iter().map(Completion::stored_excerpt).collect();
         let applied: Vec<i64> = sqlx::query_scalar(OP_COMPLETE_BATCH_IF_CLAIMED)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
@@ -468,14 +449,12 @@ impl PgStore {
         Ok(requeued.rows_affected())
     }
 
-    pub(crate) async fn op_release_claim(
-        &self,
-        seq: i64,
-        token: FencingToken,
-    ) -> Result<bool, Error> {
+    pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
         let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
             .bind(seq)
-            .bind(token.get())
             .execute(&self.pool)
             .await
             .map_err(map_err)?;
@@ -488,9 +467,9 @@ impl PgStore {
             .await
             .map_err(map_err)?;
         Ok(OpStats {
-            pending: r.get("pending"),
-            in_flight: r.get("in_flight"),
-            oldest_pending_ms: r.get("oldest_pending_ms"),
+            pending: r.col("pending")?,
+            in_flight: r.col("in_flight")?,
+            oldest_pending_ms: r.col("oldest_pending_ms")?,
         })
     }
 
@@ -516,7 +495,7 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.get("due_in_ms"))
+        row.col("due_in_ms")
     }
 
     pub(crate) async fn op_purge_finished(
@@ -536,16 +515,49 @@ impl PgStore {
     pub(crate) async fn op_unrouted_list(
         &self,
         destinations: &[String],
+        limit: u32,
     ) -> Result<Vec<(String, i64)>, Error> {
         let rows = sqlx::query(OP_UNROUTED_LIST)
             .bind(destinations)
+            .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("destination"), r.get("pending")))
-            .collect())
+        rows.iter()
+            .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
+            .collect()
+    }
+
+    pub(crate) async fn lease_set_partitions(
+        &self,
+        lease: &Lease,
+        partitions: u32,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(LEASE_SET_PARTITIONS_IF_OWNER)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(partitions as i32)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn lease_partition_conflicts(
+        &self,
+        resources: &[String],
+        partitions: u32,
+    ) -> Result<Vec<(String, u32)>, Error> {
+        let rows = sqlx::query(LEASE_LIST_PARTITION_CONFLICTS)
+            .bind(resources)
+            .bind(partitions as i32)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.col("resource")?, r.col::<i32>("partitions")? as u32)))
+            .collect()
     }
 
     pub(crate) fn listen_for_enqueues(
@@ -620,14 +632,14 @@ async fn settle_insert(
         if op.supersede_pending {
             supersede_older(conn, lease, op).await?;
         }
-        return Ok(Ok(op.inserted(row.get("id"))));
+        return Ok(Ok(op.inserted(row.col("id")?)));
     }
     let seen = sqlx::query(LEASE_CHECK)
         .bind(lease.resource.as_str())
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_err)?;
-    if let Err(reason) = check_lease(lease_seen(seen), lease) {
+    if let Err(reason) = check_lease(lease_seen(seen)?, lease) {
         return Ok(Err(Refusal::Rejected(reason)));
     }
     find_by_key(conn, op).await
@@ -660,10 +672,10 @@ fn batch_query<'q>(sql: &'static str, lease: &'q Lease, ops: &'q [NewOp]) -> Que
 }
 
 /// The ops a batch statement inserted: op id to row id.
-fn batch_inserted(row: &PgRow) -> HashMap<Uuid, i64> {
-    let ids: Vec<i64> = row.get("ids");
-    let op_ids: Vec<Uuid> = row.get("op_ids");
-    op_ids.into_iter().zip(ids).collect()
+fn batch_inserted(row: &PgRow) -> Result<HashMap<Uuid, i64>, Error> {
+    let ids: Vec<i64> = row.col("ids")?;
+    let op_ids: Vec<Uuid> = row.col("op_ids")?;
+    Ok(op_ids.into_iter().zip(ids).collect())
 }
 
 /// Supersedes the older-token pending ops of `op`'s resource and destination (G5).
@@ -703,32 +715,88 @@ async fn find_by_key(conn: &mut PgConnection, op: &NewOp) -> Result<EnqueueResul
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_err)?
-        .map(|r| {
-            (
-                r.get("id"),
-                r.get("op_id"),
-                r.get("request_hash"),
-                r.get("state"),
-            )
-        });
+        .map(|r| -> Result<FoundOp, Error> {
+            Ok((
+                r.col("id")?,
+                r.col("op_id")?,
+                r.col("request_hash")?,
+                r.col("state")?,
+            ))
+        })
+        .transpose()?;
     duplicate_or_conflict(found, op, Backend::Postgres)
 }
 
 /// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
-pub(crate) fn rejection_row(r: &PgRow) -> RejectionRow {
-    RejectionRow {
-        id: r.get("id"),
-        resource: r.get("resource"),
-        owner_id: OwnerId::from(r.get::<Uuid, _>("owner_id")),
-        token: FencingToken::new(r.get("fence")),
+pub(crate) fn rejection_row(r: &PgRow) -> Result<RejectionRow, Error> {
+    Ok(RejectionRow {
+        id: r.col("id")?,
+        resource: r.col("resource")?,
+        owner_id: OwnerId::from(r.col::<Uuid>("owner_id")?),
+        token: FencingToken::new(r.col("fence")?),
         current_token: r
-            .get::<Option<i64>, _>("current_fence")
+            .col::<Option<i64>>("current_fence")?
             .map(FencingToken::new),
-        destination: r.get("destination"),
-        idempotency_key: r.get("idempotency_key"),
-        stage: r.get("stage"),
-        reason: r.get("reason"),
-        rejected_at: r.get("rejected_at"),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        stage: r.col("stage")?,
+        reason: r.col("reason")?,
+        rejected_at: r.col("rejected_at")?,
+    })
+}
+
+/// A row of `op_claim_due.sql`.
+fn claimed_op(r: &PgRow) -> Result<ClaimedOp, Error> {
+    Ok(ClaimedOp {
+        seq: r.col("id")?,
+        op_id: r.col("op_id")?,
+        resource: r.col("resource")?,
+        token: FencingToken::new(r.col("fence")?),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        method: r.col("method")?,
+        path: r.col("path")?,
+        headers: parse_headers(&r.col::<String>("headers")?, Backend::Postgres)?,
+        content_type: r.col("content_type")?,
+        body: r.col("body")?,
+        body_bytes: r.col("body_bytes")?,
+        attempt: r.col("attempts")?,
+        created_at: r.col("created_at")?,
+        claimed_at: r.col("claimed_at")?,
+        trace_context: r.col("trace_context")?,
+        budget_attempt: r.col("budget_attempt")?,
+        budget_since: r.col("budget_since")?,
+    })
+}
+
+/// What can still be read of a claimed row that [`claimed_op`] could not read.
+fn unreadable(r: &PgRow, e: Error) -> Unreadable {
+    Unreadable {
+        seq: r.col("id").unwrap_or(0),
+        op_id: r.col("op_id").unwrap_or_default(),
+        attempt: r.col("attempts").unwrap_or(0),
+        claimed_at: r
+            .col("claimed_at")
+            .unwrap_or_else(|_| OffsetDateTime::now_utc()),
+        reason: e.to_string(),
+    }
+}
+
+/// Reads a column, or says which one could not be read: a row written by hand can hold
+/// anything, and `Row::get` would panic.
+pub(crate) trait Col {
+    /// The column `name`, decoded as `T`.
+    fn col<'r, T>(&'r self, name: &str) -> Result<T, Error>
+    where
+        T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>;
+}
+
+impl Col for PgRow {
+    fn col<'r, T>(&'r self, name: &str) -> Result<T, Error>
+    where
+        T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+    {
+        self.try_get(name).map_err(map_err)
     }
 }
 
@@ -767,14 +835,16 @@ const ENQUEUE_CHANNEL: &str = "outbox_ops";
 
 /// The lease columns of a row from `lease_check.sql` or `op_insert_batch_if_lease_held.sql`;
 /// `None` when the resource was never leased.
-fn lease_seen(row: Option<PgRow>) -> Option<LeaseSeen> {
-    let row = row?;
-    let fence = row.get::<Option<i64>, _>("fence")?;
-    Some(LeaseSeen {
-        owner_id: row.get::<Option<Uuid>, _>("owner_id").map(OwnerId::from),
+fn lease_seen(row: Option<PgRow>) -> Result<Option<LeaseSeen>, Error> {
+    let Some(row) = row else { return Ok(None) };
+    let Some(fence) = row.col::<Option<i64>>("fence")? else {
+        return Ok(None);
+    };
+    Ok(Some(LeaseSeen {
+        owner_id: row.col::<Option<Uuid>>("owner_id")?.map(OwnerId::from),
         fence: FencingToken::new(fence),
-        live: row.get::<Option<bool>, _>("live").unwrap_or(false),
-    })
+        live: row.col::<Option<bool>>("live")?.unwrap_or(false),
+    }))
 }
 
 /// Commits when the work was accepted, rolls back otherwise.

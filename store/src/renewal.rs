@@ -2,7 +2,7 @@
 //! with the instant the renewal was *sent* (the database set the new expiry from a later
 //! instant, so `sent + ttl` is a safe local bound), and cancel `lost` at the first renewal that
 //! is refused, fails, or takes longer than a third of the TTL. Shared by the producer's
-//! `LeaseKeeper` and the dispatcher's partition leadership.
+//! `LeaseKeeper` and the dispatcher's partition leadership. Dropping a [`Renewal`] stops it.
 
 use std::time::Duration;
 
@@ -46,13 +46,22 @@ impl Renewal {
     }
 
     /// Stops renewing and waits for the task to end.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         self.stop.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
     }
 
-    /// Stops renewing without waiting (for `Drop` implementations).
+    /// Stops renewing without waiting.
     pub fn stop_soon(&self) {
+        self.stop.cancel();
+    }
+}
+
+/// Dropping a renewal stops it: whoever held it (a partition loop that panicked, a worker
+/// that forgot to release) can no longer keep the lease alive, so it lapses by itself and
+/// nobody renews a lease that no code uses.
+impl Drop for Renewal {
+    fn drop(&mut self) {
         self.stop.cancel();
     }
 }

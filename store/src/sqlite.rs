@@ -7,13 +7,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Connection as _, Row};
+use sqlx::{Connection as _, Row as _};
 use time::OffsetDateTime;
 
 use crate::StoreOptions;
 use crate::dispatch::{
-    Claimed, ClaimedOp, Completion, ERROR_MAX_CHARS, EXCERPT_MAX_CHARS, OpStats, Partition,
-    bounded, parse_headers,
+    Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
 use crate::migrate::{self, AppliedMigration, MigrationReport};
@@ -52,6 +51,10 @@ const ATTEMPT_INSERT: &str = include_str!("../sql/sqlite/attempt_insert.sql");
 const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/sqlite/attempt_record_abandoned.sql");
 const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/sqlite/op_requeue_abandoned.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../sql/sqlite/op_release_claim.sql");
+const LEASE_SET_PARTITIONS_IF_OWNER: &str =
+    include_str!("../sql/sqlite/lease_set_partitions_if_owner.sql");
+const LEASE_LIST_PARTITION_CONFLICTS: &str =
+    include_str!("../sql/sqlite/lease_list_partition_conflicts.sql");
 const OP_STATS: &str = include_str!("../sql/sqlite/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../sql/sqlite/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../sql/sqlite/op_next_due.sql");
@@ -121,12 +124,14 @@ impl SqliteStore {
             .await
             .map_err(map_err)?
             .iter()
-            .map(|r| AppliedMigration {
-                version: r.get("version"),
-                name: r.get("name"),
-                checksum: r.get("checksum"),
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
             })
-            .collect();
+            .collect::<Result<_, Error>>()?;
         let (pending, mut report) = migrate::plan(migrate::migrations(Backend::Sqlite), &applied)?;
         for m in pending {
             sqlx::raw_sql(m.sql)
@@ -159,7 +164,8 @@ impl SqliteStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.map(|r| (FencingToken::new(r.get("fence")), r.get("expires_at"))))
+        row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
+            .transpose()
     }
 
     pub(crate) async fn lease_renew(
@@ -177,7 +183,7 @@ impl SqliteStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.map(|r| r.get("expires_at")))
+        row.map(|r| r.col("expires_at")).transpose()
     }
 
     pub(crate) async fn lease_release(
@@ -204,16 +210,17 @@ impl SqliteStore {
         rows.iter()
             .map(|r| {
                 let owner_id = r
-                    .get::<Option<String>, _>("owner_id")
+                    .col::<Option<String>>("owner_id")?
                     .map(|s| s.parse::<OwnerId>())
                     .transpose()?;
                 Ok(LeaseRow {
-                    resource: ResourceName::new(r.get::<String, _>("resource"))?,
+                    resource: ResourceName::new(r.col::<String>("resource")?)?,
                     owner_id,
-                    token: FencingToken::new(r.get("fence")),
-                    expires_at: r.get("expires_at"),
-                    held: r.get("held"),
-                    remaining_ms: r.get("remaining_ms"),
+                    token: FencingToken::new(r.col("fence")?),
+                    expires_at: r.col("expires_at")?,
+                    held: r.col("held")?,
+                    remaining_ms: r.col("remaining_ms")?,
+                    partitions: r.col::<Option<u32>>("partitions")?,
                 })
             })
             .collect()
@@ -261,8 +268,8 @@ impl SqliteStore {
                 .await
                 .map_err(map_err)?
                 .iter()
-                .map(|r| (r.get::<Hyphenated, _>("op_id").into_uuid(), r.get("id")))
-                .collect();
+                .map(|r| Ok((r.col::<Hyphenated>("op_id")?.into_uuid(), r.col("id")?)))
+                .collect::<Result<_, Error>>()?;
         let mut done = Vec::with_capacity(ops.len());
         let mut superseded = std::collections::HashSet::new();
         for op in ops {
@@ -318,6 +325,7 @@ impl SqliteStore {
         part: Partition,
         destinations: &[String],
         limit: u32,
+        max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
         let destinations = json_list(destinations);
         let mut tx = self
@@ -338,40 +346,17 @@ impl SqliteStore {
             .bind(part.index())
             .bind(destinations)
             .bind(limit)
+            .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)
             .await
             .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
-        let mut claimed = rows
+        // Read before commit: a claim is never committed with rows nobody has looked at.
+        let decoded = rows
             .iter()
-            .map(|r| {
-                let op_id: Hyphenated = r.get("op_id");
-                Ok(ClaimedOp {
-                    seq: r.get("id"),
-                    op_id: op_id.into_uuid(),
-                    resource: r.get("resource"),
-                    token: FencingToken::new(r.get("fence")),
-                    destination: r.get("destination"),
-                    idempotency_key: r.get("idempotency_key"),
-                    method: r.get("method"),
-                    path: r.get("path"),
-                    headers: parse_headers(r.get("headers"), Backend::Sqlite)?,
-                    content_type: r.get("content_type"),
-                    body: r.get("body"),
-                    attempt: r.get("attempts"),
-                    created_at: r.get("created_at"),
-                    claimed_at: r.get("claimed_at"),
-                    trace_context: r.get("trace_context"),
-                    budget_attempt: r.get("budget_attempt"),
-                    budget_since: r.get("budget_since"),
-                })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        claimed.sort_by_key(|c| c.seq);
-        Ok(Claimed {
-            ops: claimed,
-            superseded,
-        })
+            .map(|r| claimed_op(r).map_err(|e| unreadable(r, e)))
+            .collect();
+        tx.commit().await.map_err(map_err)?;
+        Ok(Claimed::new(decoded, superseded))
     }
 
     /// Records completions in one transaction (one commit, one fsync); each is checked on
@@ -416,14 +401,12 @@ impl SqliteStore {
         Ok(requeued.rows_affected())
     }
 
-    pub(crate) async fn op_release_claim(
-        &self,
-        seq: i64,
-        token: FencingToken,
-    ) -> Result<bool, Error> {
+    pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
         let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
             .bind(seq)
-            .bind(token.get())
             .execute(&self.pool)
             .await
             .map_err(map_err)?;
@@ -436,9 +419,9 @@ impl SqliteStore {
             .await
             .map_err(map_err)?;
         Ok(OpStats {
-            pending: r.get("pending"),
-            in_flight: r.get("in_flight"),
-            oldest_pending_ms: r.get("oldest_pending_ms"),
+            pending: r.col("pending")?,
+            in_flight: r.col("in_flight")?,
+            oldest_pending_ms: r.col("oldest_pending_ms")?,
         })
     }
 
@@ -464,7 +447,7 @@ impl SqliteStore {
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(row.get("due_in_ms"))
+        row.col("due_in_ms")
     }
 
     pub(crate) async fn op_purge_finished(
@@ -484,16 +467,49 @@ impl SqliteStore {
     pub(crate) async fn op_unrouted_list(
         &self,
         destinations: &[String],
+        limit: u32,
     ) -> Result<Vec<(String, i64)>, Error> {
         let rows = sqlx::query(OP_UNROUTED_LIST)
             .bind(json_list(destinations))
+            .bind(limit)
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("destination"), r.get("pending")))
-            .collect())
+        rows.iter()
+            .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
+            .collect()
+    }
+
+    pub(crate) async fn lease_set_partitions(
+        &self,
+        lease: &Lease,
+        partitions: u32,
+    ) -> Result<bool, Error> {
+        let done = sqlx::query(LEASE_SET_PARTITIONS_IF_OWNER)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(partitions)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn lease_partition_conflicts(
+        &self,
+        resources: &[String],
+        partitions: u32,
+    ) -> Result<Vec<(String, u32)>, Error> {
+        let rows = sqlx::query(LEASE_LIST_PARTITION_CONFLICTS)
+            .bind(json_list(resources))
+            .bind(partitions)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.col("resource")?, r.col("partitions")?)))
+            .collect()
     }
 }
 
@@ -530,7 +546,7 @@ pub(crate) async fn enqueue_on(
         if op.supersede_pending {
             supersede_older(conn, lease, op).await?;
         }
-        return Ok(Ok(op.inserted(row.get("id"))));
+        return Ok(Ok(op.inserted(row.col("id")?)));
     }
     if let Err(reason) = check_lease(lease_seen(conn, &lease.resource).await?, lease) {
         return Ok(Err(Refusal::Rejected(reason)));
@@ -548,12 +564,12 @@ async fn find_by_key(conn: &mut SqliteConnection, op: &NewOp) -> Result<EnqueueR
         .await
         .map_err(map_err)?
         .map(|r| -> Result<FoundOp, Error> {
-            let op_id: Hyphenated = r.get("op_id");
+            let op_id: Hyphenated = r.col("op_id")?;
             Ok((
-                r.get("id"),
+                r.col("id")?,
                 op_id.into_uuid(),
-                r.get("request_hash"),
-                r.get("state"),
+                r.col("request_hash")?,
+                r.col("state")?,
             ))
         })
         .transpose()?;
@@ -618,7 +634,7 @@ async fn complete_on(
     lease: &Lease,
     c: &Completion,
 ) -> Result<bool, Error> {
-    let error = bounded(c.error.as_deref(), ERROR_MAX_CHARS);
+    let error = c.stored_error();
     let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
         .bind(c.seq)
         .bind(lease.token.get())
@@ -630,18 +646,20 @@ async fn complete_on(
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_err)?;
-    if applied.is_none() {
+    let Some(applied) = applied else {
         return Ok(false);
-    }
+    };
+    // The row's own op id, as stored: the attempt references it whatever the claim read.
+    let op_id: String = applied.col("op_id")?;
     sqlx::query(ATTEMPT_INSERT)
-        .bind(c.op_id.hyphenated())
+        .bind(op_id)
         .bind(c.attempt)
         .bind(lease.token.get())
         .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
         .bind(c.outcome.as_str())
         .bind(c.http_status.map(i32::from))
         .bind(error.as_deref())
-        .bind(bounded(c.excerpt.as_deref(), EXCERPT_MAX_CHARS))
+        .bind(c.stored_excerpt())
         .execute(&mut *conn)
         .await
         .map_err(map_err)?;
@@ -681,11 +699,11 @@ async fn lease_seen(
     row.map(|r| {
         Ok(LeaseSeen {
             owner_id: r
-                .get::<Option<String>, _>("owner_id")
+                .col::<Option<String>>("owner_id")?
                 .map(|s| s.parse::<OwnerId>())
                 .transpose()?,
-            fence: FencingToken::new(r.get("fence")),
-            live: r.get::<Option<bool>, _>("live").unwrap_or(false),
+            fence: FencingToken::new(r.col("fence")?),
+            live: r.col::<Option<bool>>("live")?.unwrap_or(false),
         })
     })
     .transpose()
@@ -712,19 +730,77 @@ fn names_a_file(url: &str) -> bool {
 /// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
 pub(crate) fn rejection_row(r: &SqliteRow) -> Result<RejectionRow, Error> {
     Ok(RejectionRow {
-        id: r.get("id"),
-        resource: r.get("resource"),
-        owner_id: r.get::<String, _>("owner_id").parse()?,
-        token: FencingToken::new(r.get("fence")),
+        id: r.col("id")?,
+        resource: r.col("resource")?,
+        owner_id: r.col::<String>("owner_id")?.parse()?,
+        token: FencingToken::new(r.col("fence")?),
         current_token: r
-            .get::<Option<i64>, _>("current_fence")
+            .col::<Option<i64>>("current_fence")?
             .map(FencingToken::new),
-        destination: r.get("destination"),
-        idempotency_key: r.get("idempotency_key"),
-        stage: r.get("stage"),
-        reason: r.get("reason"),
-        rejected_at: r.get("rejected_at"),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        stage: r.col("stage")?,
+        reason: r.col("reason")?,
+        rejected_at: r.col("rejected_at")?,
     })
+}
+
+/// A row of `op_claim_due.sql`.
+fn claimed_op(r: &SqliteRow) -> Result<ClaimedOp, Error> {
+    Ok(ClaimedOp {
+        seq: r.col("id")?,
+        op_id: r.col::<Hyphenated>("op_id")?.into_uuid(),
+        resource: r.col("resource")?,
+        token: FencingToken::new(r.col("fence")?),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        method: r.col("method")?,
+        path: r.col("path")?,
+        headers: parse_headers(&r.col::<String>("headers")?, Backend::Sqlite)?,
+        content_type: r.col("content_type")?,
+        body: r.col("body")?,
+        body_bytes: r.col("body_bytes")?,
+        attempt: r.col("attempts")?,
+        created_at: r.col("created_at")?,
+        claimed_at: r.col("claimed_at")?,
+        trace_context: r.col("trace_context")?,
+        budget_attempt: r.col("budget_attempt")?,
+        budget_since: r.col("budget_since")?,
+    })
+}
+
+/// What can still be read of a claimed row that [`claimed_op`] could not read.
+fn unreadable(r: &SqliteRow, e: Error) -> Unreadable {
+    Unreadable {
+        seq: r.col("id").unwrap_or(0),
+        op_id: r
+            .col::<Hyphenated>("op_id")
+            .map(Hyphenated::into_uuid)
+            .unwrap_or_default(),
+        attempt: r.col("attempts").unwrap_or(0),
+        claimed_at: r
+            .col("claimed_at")
+            .unwrap_or_else(|_| OffsetDateTime::now_utc()),
+        reason: e.to_string(),
+    }
+}
+
+/// Reads a column, or says which one could not be read: a row written by hand can hold
+/// anything (SQLite keeps any value in any column), and `Row::get` would panic.
+pub(crate) trait Col {
+    /// The column `name`, decoded as `T`.
+    fn col<'r, T>(&'r self, name: &str) -> Result<T, Error>
+    where
+        T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>;
+}
+
+impl Col for SqliteRow {
+    fn col<'r, T>(&'r self, name: &str) -> Result<T, Error>
+    where
+        T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    {
+        self.try_get(name).map_err(map_err)
+    }
 }
 
 /// Maps a driver error to its portable kind, by SQLite's primary result code.

@@ -299,6 +299,15 @@ impl TestDb {
         with_conn!(self, c => sqlx::query(sql).execute(&mut c).await.expect("execute").rows_affected())
     }
 
+    /// [`TestDb::execute`] that may fail: the database's refusal, as text.
+    pub async fn try_execute(&self, sql: &'static str) -> Result<u64, String> {
+        with_conn!(self, c => sqlx::query(sql)
+            .execute(&mut c)
+            .await
+            .map(|done| done.rows_affected())
+            .map_err(|e| e.to_string()))
+    }
+
     /// Moves every lease's expiry `secs` seconds into the past: to the leases, the same as the
     /// database clock running `secs` seconds ahead. Lets tests "advance time" without sleeping.
     pub async fn shift_lease_clock(&self, secs: u32) {

@@ -34,9 +34,9 @@ pub(crate) async fn run(store: &Store, args: &ListArgs, json: bool) -> Result<()
     for op in &ops {
         table.add_row(vec![
             op.seq.to_string(),
-            op.state.clone(),
-            op.destination.clone(),
-            op.resource.clone(),
+            render::cell(&op.state),
+            render::cell(&op.destination),
+            render::cell(&op.resource),
             op.token.to_string(),
             render::clip(&op.idempotency_key, 40),
             op.attempts.to_string(),

@@ -34,7 +34,8 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
     }
     let store = connect(&cli.global).await?;
     let json = cli.global.json;
-    let outbox = Outbox::from_store(store.clone()).with_max_body_bytes(cli.global.max_body_bytes);
+    let outbox =
+        Outbox::from_store(store.clone()).with_max_body_bytes(cli.global.max_body_bytes)?;
     let result = match cli.command {
         Command::Migrate => migrate::run(&store, json).await,
         Command::Lease(LeaseCommand::List) => lease::list(&store, json).await,

@@ -29,11 +29,11 @@ pub(crate) async fn run(store: &Store, args: &RejectionArgs, json: bool) -> Resu
     for r in &rows {
         table.add_row(vec![
             render::relative(r.rejected_at),
-            r.resource.clone(),
+            render::cell(&r.resource),
             r.token.to_string(),
             render::or_dash(r.current_token),
-            r.reason.clone(),
-            r.stage.clone(),
+            render::cell(&r.reason),
+            render::cell(&r.stage),
             render::or_dash(r.destination.as_deref()),
             render::clip(r.idempotency_key.as_deref().unwrap_or("-"), 40),
         ]);

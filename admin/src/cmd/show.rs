@@ -87,15 +87,21 @@ fn print_op(op: &OpDetail, body: bool) {
             ),
         ),
     ];
+    // Every value may hold a producer's text: each line is printed as a cell.
     for (name, value) in lines {
-        println!("{name:>16}: {value}");
+        println!("{name:>16}: {}", render::cell(&value));
     }
     for (name, value) in &op.headers {
-        println!("{:>16}: {name}: {value}", "header");
+        println!(
+            "{:>16}: {}: {}",
+            "header",
+            render::cell(name),
+            render::cell(value)
+        );
     }
     if body {
         let text = String::from_utf8_lossy(&op.body);
-        println!("{}", render::clip(&text, BODY_PREVIEW));
+        println!("{}", render::lines(&text, BODY_PREVIEW));
     }
     if op.attempt_history.is_empty() {
         println!("no attempts yet");

@@ -43,7 +43,7 @@ fn print(a: &AttemptRow, json: bool) {
         "{} seq {} {} attempt {} {} {} {} {}",
         render::exact(a.started_at),
         a.seq,
-        a.destination,
+        render::cell(&a.destination),
         a.attempt,
         render::or_dash(a.outcome.as_deref()),
         a.http_status

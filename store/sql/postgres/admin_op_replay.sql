@@ -8,6 +8,7 @@ WITH replayed AS (
     SET state = 'pending',
         next_attempt_at = clock_timestamp(),
         claimed_by_fence = NULL,
+        claimed_by_lease = NULL,
         claimed_at = NULL,
         delivered_at = NULL,
         finished_at = NULL,

@@ -4,6 +4,7 @@ SELECT resource,
        owner_id,
        fence,
        expires_at,
+       partitions,
        (owner_id IS NOT NULL AND expires_at > clock_timestamp()) AS held,
        (extract(epoch FROM (expires_at - clock_timestamp())) * 1000)::bigint AS remaining_ms
 FROM outbox_leases

@@ -4,8 +4,11 @@
 -- key only the head (lowest token, then sequence) and only when nothing of that key is in
 -- flight; never an expire_with_generation op whose token is no longer its resource's newest.
 -- Parameters: $1 partition lease resource, $2 owner id, $3 token, $4 partition count,
--- $5 partition index, $6 configured destinations (text[]), $7 how many at most.
--- Returns the claimed ops, their attempt number already counted.
+-- $5 partition index, $6 configured destinations (text[]), $7 how many at most, $8 the
+-- dispatcher's max_body_bytes.
+-- Returns the claimed ops, their attempt number already counted; the body only when it is
+-- within $8 (a larger one is never loaded: the dispatcher makes the op dead by body_bytes).
+-- The claim records the lease resource beside its token (0003_hardening.sql).
 WITH lease AS (
     SELECT 1
     FROM outbox_leases
@@ -34,12 +37,15 @@ WITH lease AS (
 UPDATE outbox_ops o
 SET state = 'in_flight',
     claimed_by_fence = $3,
+    claimed_by_lease = $1,
     claimed_at = clock_timestamp(),
     attempts = o.attempts + 1
 FROM candidates c
 WHERE o.id = c.id
 RETURNING o.id, o.op_id, o.resource, o.fence, o.destination, o.idempotency_key, o.method,
-          o.path, o.headers::text AS headers, o.content_type, o.body, o.attempts,
+          o.path, o.headers::text AS headers, o.content_type,
+          CASE WHEN octet_length(o.body) <= $8 THEN o.body ELSE '\x'::bytea END AS body,
+          octet_length(o.body)::bigint AS body_bytes, o.attempts,
           o.created_at, o.claimed_at, o.trace_context,
           o.attempts - o.retry_base_attempts AS budget_attempt,
           coalesce(o.retry_since, o.created_at) AS budget_since

@@ -1,6 +1,6 @@
 -- Record the ends of many attempts in one statement (the recorder's batch): each op becomes
 -- delivered, pending again (retry) or dead, and gets its attempt row (G6, G9). Each applies only
--- while the op is in flight under this dispatcher token and the partition lease still has this
+-- while the op is in flight under this partition lease and token, and the lease still has this
 -- owner and token (share-locked: no takeover commits under it); the others change nothing.
 -- Parameters: $1 partition lease resource, $2 owner id, $3 dispatcher token, then one array
 -- element per completion: $4 op row ids, $5 new states, $6 retry delays (ms), $7 errors,
@@ -19,6 +19,7 @@ WITH lease AS (
     UPDATE outbox_ops o
     SET state = c.state,
         claimed_by_fence = NULL,
+        claimed_by_lease = NULL,
         claimed_at = NULL,
         next_attempt_at = CASE WHEN c.state = 'pending'
                                THEN clock_timestamp() + c.delay_ms * interval '1 millisecond'
@@ -30,6 +31,7 @@ WITH lease AS (
     WHERE o.id = c.id
       AND o.state = 'in_flight'
       AND o.claimed_by_fence = $3
+      AND o.claimed_by_lease = $1
       AND EXISTS (SELECT 1 FROM lease)
     RETURNING o.id, o.op_id
 ), attempts AS (

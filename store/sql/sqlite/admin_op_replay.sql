@@ -6,6 +6,7 @@ UPDATE outbox_ops
 SET state = 'pending',
     next_attempt_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     claimed_by_fence = NULL,
+    claimed_by_lease = NULL,
     claimed_at = NULL,
     delivered_at = NULL,
     finished_at = NULL,

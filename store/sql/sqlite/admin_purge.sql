@@ -10,4 +10,7 @@ WHERE id IN (
       AND finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%.3f seconds', ?2 / 1000.0))
     LIMIT ?3
 )
+  -- Repeated on the rows deleted, as in the PostgreSQL file (G6).
+  AND state IN (SELECT value FROM json_each(?1))
+  AND finished_at < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%.3f seconds', ?2 / 1000.0))
 RETURNING state

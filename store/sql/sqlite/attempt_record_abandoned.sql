@@ -7,8 +7,14 @@ SELECT o.op_id, o.attempts, o.claimed_by_fence, o.claimed_at, strftime('%Y-%m-%d
        'unknown', 'dispatcher token ' || o.claimed_by_fence || ' lost its lease during the attempt'
 FROM outbox_ops o
 WHERE o.state = 'in_flight'
-  AND o.claimed_by_fence <> ?3
   AND o.partition % ?4 = ?5
+  -- Left by a claim whose lease is no longer live under its token: an older holder of this
+  -- partition, or of a lease of another partition count that has lapsed. A claim of a live
+  -- lease (this one's, or another dispatcher's still serving) is never taken (G12).
+  AND NOT EXISTS (
+        SELECT 1 FROM outbox_leases h
+        WHERE h.resource = o.claimed_by_lease AND h.fence = o.claimed_by_fence
+          AND h.owner_id IS NOT NULL AND h.expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
   AND EXISTS (
         SELECT 1 FROM outbox_leases
         WHERE resource = ?1 AND owner_id = ?2 AND fence = ?3

@@ -4,6 +4,7 @@ SELECT resource,
        owner_id,
        fence,
        expires_at,
+       partitions,
        (owner_id IS NOT NULL AND expires_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) AS held,
        CAST(round((julianday(expires_at) - julianday('now')) * 86400000.0) AS INTEGER) AS remaining_ms
 FROM outbox_leases

@@ -4,11 +4,15 @@
 -- only the head (lowest token, then sequence) and only when nothing of that key is in flight;
 -- never an expire_with_generation op whose token is no longer its resource's newest.
 -- Parameters: ?1 partition lease resource, ?2 owner id, ?3 token, ?4 partition count,
--- ?5 partition index, ?6 configured destinations (JSON array), ?7 how many at most.
--- Returns the claimed ops, their attempt number already counted.
+-- ?5 partition index, ?6 configured destinations (JSON array), ?7 how many at most, ?8 the
+-- dispatcher's max_body_bytes.
+-- Returns the claimed ops, their attempt number already counted; the body only when it is
+-- within ?8 (a larger one is never loaded: the dispatcher makes the op dead by body_bytes).
+-- The claim records the lease resource beside its token (0003_hardening.sql).
 UPDATE outbox_ops
 SET state = 'in_flight',
     claimed_by_fence = ?3,
+    claimed_by_lease = ?1,
     claimed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
     attempts = attempts + 1
 WHERE id IN (
@@ -36,6 +40,8 @@ WHERE id IN (
     LIMIT ?7
 )
 RETURNING id, op_id, resource, fence, destination, idempotency_key, method, path, headers,
-          content_type, body, attempts, created_at, claimed_at, trace_context,
+          content_type,
+          CASE WHEN length(CAST(body AS BLOB)) <= ?8 THEN body ELSE x'' END AS body,
+          length(CAST(body AS BLOB)) AS body_bytes, attempts, created_at, claimed_at, trace_context,
           attempts - retry_base_attempts AS budget_attempt,
           coalesce(retry_since, created_at) AS budget_since

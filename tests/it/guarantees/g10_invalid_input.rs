@@ -101,7 +101,7 @@ async fn g10_default_bounds_are_the_seeds_5s_to_300s(db: TestDb) {
 /// no op, no rejection.
 async fn g10_invalid_ops_are_refused_and_write_nothing(db: TestDb) {
     use outbox_producer::{Method, Operation};
-    let outbox = db.outbox().await.with_max_body_bytes(1024);
+    let outbox = db.outbox().await.with_max_body_bytes(1024).unwrap();
     let lease = outbox.try_acquire("held", TTL).await.unwrap().unwrap();
     let before = db.snapshot().await;
     let ok = || Operation::post("billing", "/v1/x").idempotency_key("k");

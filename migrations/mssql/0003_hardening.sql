@@ -1,0 +1,20 @@
+-- 0003_hardening: claims name the partition lease that took them, partition leases say how
+-- many partitions their holder serves, and rows obey what the table can check by itself
+-- (see migrations/postgres/0003_hardening.sql).
+
+-- A claim records the partition lease (resource) beside its token (G9, G12).
+ALTER TABLE dbo.outbox_ops ADD claimed_by_lease nvarchar(200) NULL;
+
+-- For dispatcher partition leases: the partition count their holder serves (G12).
+ALTER TABLE dbo.outbox_leases ADD partitions int NULL;
+
+-- The path is one leading / and visible ASCII (at most 2048 characters: the column's size),
+-- the body within the 16 MiB ceiling, the headers a JSON array. The dispatcher re-checks
+-- every rule anyway (G11).
+ALTER TABLE dbo.outbox_ops WITH CHECK ADD CONSTRAINT CK_outbox_ops_path_format
+    CHECK (LEFT(path, 1) = N'/' AND LEFT(path, 2) <> N'//'
+           AND path NOT LIKE N'%[^!-~]%' COLLATE Latin1_General_BIN2);
+ALTER TABLE dbo.outbox_ops WITH CHECK ADD CONSTRAINT CK_outbox_ops_body_size
+    CHECK (DATALENGTH(body) <= 16777216);
+ALTER TABLE dbo.outbox_ops WITH CHECK ADD CONSTRAINT CK_outbox_ops_headers_array
+    CHECK (ISJSON(headers) = 1 AND LEFT(LTRIM(headers), 1) = N'[');
