@@ -1127,3 +1127,219 @@ mod tests {
         }
     }
 }
+
+/// Issue 12, item 7: values that pass a type check and then panic or stall the daemon are
+/// refused, naming the key; the loader never panics, whatever the text.
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const DEST: &str = "[destinations.b]\nbase_url = \"https://x.example\"\n";
+
+    #[test]
+    fn values_that_would_panic_or_stall_are_refused_naming_the_key() {
+        let huge = i64::MAX;
+        let cases = [
+            (
+                format!("[dispatcher]\nmax_in_flight = {huge}"),
+                "dispatcher.max_in_flight",
+            ),
+            (
+                "[dispatcher]\nmax_in_flight = -1".to_owned(),
+                "dispatcher.max_in_flight",
+            ),
+            (
+                format!("[dispatcher]\nclaim_batch = {huge}"),
+                "dispatcher.claim_batch",
+            ),
+            (
+                "[dispatcher]\nclaim_batch = 0".to_owned(),
+                "dispatcher.claim_batch",
+            ),
+            (
+                "[dispatcher]\npartitions = 4294967297".to_owned(),
+                "dispatcher.partitions",
+            ),
+            (
+                "[dispatcher]\nmax_body_bytes = 16777217".to_owned(),
+                "dispatcher.max_body_bytes",
+            ),
+            (
+                "[dispatcher]\nmax_body_bytes = 0".to_owned(),
+                "dispatcher.max_body_bytes",
+            ),
+            (
+                "[dispatcher]\nretention = \"10000y\"".to_owned(),
+                "dispatcher.retention",
+            ),
+            (
+                "[dispatcher]\nshutdown_grace = \"2h\"".to_owned(),
+                "dispatcher.shutdown_grace",
+            ),
+            (
+                "[dispatcher]\npoll_interval = \"0s\"".to_owned(),
+                "dispatcher.poll_interval",
+            ),
+            (
+                "[database]\nmax_connections = 100000".to_owned(),
+                "database.max_connections",
+            ),
+            (
+                "[database]\nmax_connections = 0".to_owned(),
+                "database.max_connections",
+            ),
+            ("[lease]\nmax_ttl = \"10000y\"".to_owned(), "lease"),
+            (
+                format!("{DEST}max_in_flight = {huge}"),
+                "destinations.b.max_in_flight",
+            ),
+            (
+                format!("{DEST}rate_limit = \"4294967295/s\""),
+                "destinations.b.rate_limit",
+            ),
+            (
+                format!("{DEST}rate_limit = \"0/s\""),
+                "destinations.b.rate_limit",
+            ),
+            (
+                format!("{DEST}retry = {{ cap = \"10000y\" }}"),
+                "destinations.b.retry.cap",
+            ),
+            (
+                format!("{DEST}retry = {{ max_age = \"10000y\" }}"),
+                "destinations.b.retry.max_age",
+            ),
+            (
+                format!("{DEST}retry = {{ max_attempts = {huge} }}"),
+                "destinations.b.retry.max_attempts",
+            ),
+            (
+                format!("{DEST}retry = {{ base = \"0s\" }}"),
+                "destinations.b.retry.base",
+            ),
+            (
+                format!("{DEST}retry = {{ base = \"2h\", cap = \"1h\" }}"),
+                "destinations.b.retry",
+            ),
+            (
+                format!("{DEST}retry = {{ retry_statuses = [70000] }}"),
+                "destinations.b.retry.retry_statuses",
+            ),
+            (
+                format!("{DEST}proxy = \"socks5://proxy.example\""),
+                "destinations.b.proxy",
+            ),
+            (
+                format!("{DEST}proxy = \"not a url\""),
+                "destinations.b.proxy",
+            ),
+            (
+                format!("{DEST}idempotency_header = \"Authorization\""),
+                "destinations.b.idempotency_header",
+            ),
+            (
+                format!("{DEST}idempotency_header = \"Cookie\""),
+                "destinations.b.idempotency_header",
+            ),
+            (
+                format!("{DEST}idempotency_header = \"Host\""),
+                "destinations.b.idempotency_header",
+            ),
+            (
+                format!("{DEST}idempotency_header = \"X-Outbox-Op-Id\""),
+                "destinations.b.idempotency_header",
+            ),
+            (
+                format!("{DEST}idempotency_header = \"Content-Type\""),
+                "destinations.b.idempotency_header",
+            ),
+        ];
+        for (text, key) in cases {
+            let e = Config::load(Some(&text), &HashMap::new()).unwrap_err();
+            assert!(e.0.starts_with(key), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_largest_allowed_values_load() {
+        let text = format!(
+            "[database]\nmax_connections = 1000\n[dispatcher]\nmax_in_flight = 65536\nclaim_batch = 1000\n\
+             max_body_bytes = 16777216\nretention = \"3650d\"\nshutdown_grace = \"0s\"\n\
+             {DEST}max_in_flight = 65536\nrate_limit = \"1000000/s\"\nproxy = \"http://u:p@proxy.example:3128\"\n\
+             idempotency_header = \"X-Request-Key\"\n\
+             retry = {{ base = \"1d\", cap = \"365d\", max_attempts = 10000, max_age = \"3650d\" }}\n"
+        );
+        let c = Config::load(Some(&text), &HashMap::new()).unwrap();
+        let b = &c.destinations["b"];
+        assert_eq!(b.rate_limit.unwrap().0.get(), 1_000_000);
+        assert_eq!(
+            b.proxy.as_ref().unwrap().expose(),
+            "http://u:p@proxy.example:3128"
+        );
+        let shown = c.redacted();
+        assert!(
+            shown.contains("proxy = \"http://***@proxy.example:3128/\""),
+            "{shown}"
+        );
+        assert!(!shown.contains("u:p"), "{shown}");
+    }
+
+    /// TOML values of every kind the keys could be given.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            "[0-9]{1,12}(ms|s|m|h|d|y|us|ns)?".prop_map(|d| format!("{d:?}")),
+            "[0-9]{1,10}/(s|m|h|d)".prop_map(|r| format!("{r:?}")),
+            any::<String>().prop_map(|s| format!("{s:?}")),
+            Just("true".to_owned()),
+            Just("[408, -1, 99999]".to_owned()),
+            Just("{ base = \"1s\" }".to_owned()),
+        ]
+    }
+
+    const KEYS: &[&str] = &[
+        "[database]\nmax_connections",
+        "[dispatcher]\npartitions",
+        "[dispatcher]\nlease_ttl",
+        "[dispatcher]\npoll_interval",
+        "[dispatcher]\nmax_in_flight",
+        "[dispatcher]\nclaim_batch",
+        "[dispatcher]\nmax_body_bytes",
+        "[dispatcher]\nshutdown_grace",
+        "[dispatcher]\nretention",
+        "[dispatcher]\nlisten",
+        "[lease]\nmin_ttl",
+        "[lease]\nmax_ttl",
+        "[destinations.b]\nbase_url = \"http://h\"\ntimeout",
+        "[destinations.b]\nbase_url = \"http://h\"\nmax_in_flight",
+        "[destinations.b]\nbase_url = \"http://h\"\nrate_limit",
+        "[destinations.b]\nbase_url = \"http://h\"\nproxy",
+        "[destinations.b]\nbase_url = \"http://h\"\nidempotency_header",
+        "[destinations.b]\nbase_url = \"http://h\"\nsigning_secret",
+        "[destinations.b]\nbase_url",
+        "[destinations.b.retry]\nbase",
+        "[destinations.b.retry]\ncap",
+        "[destinations.b.retry]\nmax_attempts",
+        "[destinations.b.retry]\nmax_age",
+        "[destinations.b.retry]\nretry_statuses",
+    ];
+
+    proptest! {
+        #[test]
+        fn the_loader_never_panics_on_any_text(text in any::<String>()) {
+            let _ = Config::load(Some(&text), &HashMap::new());
+        }
+
+        #[test]
+        fn the_loader_never_panics_on_any_value_of_any_key(
+            key in proptest::sample::select(KEYS),
+            value in value(),
+        ) {
+            let text = format!("{key} = {value}\n");
+            if let Ok(c) = Config::load(Some(&text), &HashMap::new()) {
+                let _ = c.redacted();
+            }
+        }
+    }
+}

@@ -249,3 +249,111 @@ fn classify(e: &reqwest::Error) -> AttemptResult {
         AttemptResult::Unknown(detail)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use reqwest::Url;
+
+    #[test]
+    fn paths_join_below_the_base_url() {
+        let base = Url::parse("https://api.example:8443/v2/").unwrap();
+        for (path, url) in [
+            (
+                "/items?draft=1",
+                "https://api.example:8443/v2/items?draft=1",
+            ),
+            ("/", "https://api.example:8443/v2/"),
+            ("/a%2Fb", "https://api.example:8443/v2/a%2Fb"),
+        ] {
+            assert_eq!(join(&base, path).unwrap().as_str(), url);
+        }
+        let root = Url::parse("http://127.0.0.1:9000").unwrap();
+        assert_eq!(
+            join(&root, "/x?y").unwrap().as_str(),
+            "http://127.0.0.1:9000/x?y"
+        );
+    }
+
+    #[test]
+    fn paths_that_would_leave_the_base_url_are_refused() {
+        let base = Url::parse("http://127.0.0.1:9000/api").unwrap();
+        let root = Url::parse("http://127.0.0.1:9000").unwrap();
+        for path in [
+            "@127.0.0.1:9001/stolen",
+            ".evil.example/x",
+            ":8443/x",
+            "/../admin",
+            "/%2e%2e/admin",
+            "/x/../../admin",
+        ] {
+            assert!(join(&base, path).is_err(), "{path}");
+        }
+        // Without a base path, what matters is that the host and port stay.
+        for path in ["@127.0.0.1:9001/stolen", ":8443/x", ".evil.example/x"] {
+            let joined = join(&root, path);
+            assert!(
+                joined
+                    .as_ref()
+                    .map_or(true, |u| u.host_str() == Some("127.0.0.1")
+                        && u.port() == Some(9000)),
+                "{path}: {joined:?}"
+            );
+        }
+    }
+
+    fn base_url() -> impl Strategy<Value = Url> {
+        (
+            prop_oneof![Just("http"), Just("https")],
+            prop_oneof![
+                Just("api.example".to_owned()),
+                Just("127.0.0.1".to_owned()),
+                Just("[::1]".to_owned()),
+                "[a-z]{1,10}(\\.[a-z]{1,5}){0,2}",
+            ],
+            proptest::option::of(1u16..),
+            proptest::collection::vec("[a-zA-Z0-9._~%-]{1,8}", 0..3),
+            any::<bool>(),
+        )
+            .prop_filter_map(
+                "a valid base URL",
+                |(scheme, host, port, segments, slash)| {
+                    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+                    let path = segments.iter().map(|s| format!("/{s}")).collect::<String>();
+                    let slash = if slash { "/" } else { "" };
+                    let url = Url::parse(&format!("{scheme}://{host}{port}{path}{slash}")).ok()?;
+                    // Dot segments in the base itself are the operator's own choice.
+                    (!url.path().split('/').any(|s| s == "." || s == "..")).then_some(url)
+                },
+            )
+    }
+
+    proptest! {
+        /// For any path the producer's rules accept and any base URL, the joined URL has the
+        /// base's origin and stays below its path.
+        #[test]
+        fn accepted_paths_keep_the_base_origin_and_prefix(
+            base in base_url(),
+            path in "/[!-~]{0,60}",
+        ) {
+            prop_assume!(outbox_store::request::check_path(&path).is_ok());
+            let url = join(&base, &path).expect("an accepted path joins");
+            prop_assert_eq!(url.scheme(), base.scheme());
+            prop_assert_eq!(url.host(), base.host());
+            prop_assert_eq!(url.port_or_known_default(), base.port_or_known_default());
+            let prefix = base.path().trim_end_matches('/');
+            prop_assert!(url.path().starts_with(prefix), "{} below {}", url, base);
+        }
+
+        /// Whatever the path, a joined URL never leaves the base's origin.
+        #[test]
+        fn no_path_moves_the_origin(base in base_url(), path in any::<String>()) {
+            if let Ok(url) = join(&base, &path) {
+                prop_assert_eq!(url.host(), base.host());
+                prop_assert_eq!(url.port_or_known_default(), base.port_or_known_default());
+                prop_assert_eq!(url.scheme(), base.scheme());
+            }
+        }
+    }
+}

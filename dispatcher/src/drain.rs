@@ -703,6 +703,30 @@ fn jitter() -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Issue 12, item 7: the largest values the config accepts build the daemon's shared
+    /// state without panicking (before, a semaphore larger than tokio's limit, or a rate
+    /// limit whose period rounded to zero, panicked here).
+    #[tokio::test]
+    async fn the_largest_accepted_limits_do_not_panic() {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n[dispatcher]\nmax_in_flight = 65536\nclaim_batch = 1000\n\
+             [destinations.b]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 65536\nrate_limit = \"1000000/s\"\n\
+             [destinations.c]\nbase_url = \"http://127.0.0.1:1\"\nrate_limit = \"1/h\"\n",
+            dir.path().join("o.db").display()
+        );
+        let config = Config::load(Some(&text), &HashMap::new()).unwrap();
+        let store = outbox_store::Store::connect(config.database_url.expose(), Default::default())
+            .await
+            .unwrap();
+        let shared = Shared::new(store, config, Arc::default(), CancellationToken::new()).unwrap();
+        assert_eq!(shared.global.available_permits(), 65536);
+        assert!(shared.routes["b"].limiter.is_some() && shared.routes["c"].limiter.is_some());
+    }
+
     #[test]
     fn jitter_stays_in_the_unit_interval() {
         for _ in 0..1000 {

@@ -341,3 +341,39 @@ async fn purge(shared: &drain::Shared) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 12, item 7: names of unrouted destinations come from producers; what is kept of
+    /// them stays bounded however many there are.
+    #[test]
+    fn unrouted_names_are_bounded() {
+        let mut unrouted = Unrouted::default();
+        for round in 0..100 {
+            let list = (0..UNROUTED_SHOWN)
+                .map(|i| (format!("d{round}-{i}"), 1))
+                .collect();
+            unrouted.report(list);
+        }
+        assert!(unrouted.warned.len() <= UNROUTED_WARNED);
+        assert!(unrouted.reported.len() <= UNROUTED_SHOWN as usize);
+    }
+
+    #[test]
+    fn a_partition_count_mismatch_names_both_counts_and_what_to_do() {
+        let e = PartitionCountMismatch {
+            configured: 4,
+            live: vec![("dispatcher/0".into(), 2), ("dispatcher/1".into(), 2)],
+        };
+        let text = e.to_string();
+        for words in [
+            "dispatcher.partitions is 4",
+            "dispatcher/0 is held with partitions = 2",
+            "stop every dispatcher",
+        ] {
+            assert!(text.contains(words), "{text}");
+        }
+    }
+}

@@ -15,30 +15,75 @@ struct Dispatcher {
     _config: tempfile::NamedTempFile,
 }
 
+/// A config file for a dispatcher on `db` with one destination `statements` at `receiver`,
+/// `/metrics` on `port`, and `dispatcher_keys` (whole lines) in `[dispatcher]`.
+fn config_file(
+    db: &TestDb,
+    receiver: &Receiver,
+    dispatcher_keys: &str,
+    port: u16,
+) -> tempfile::NamedTempFile {
+    let text = format!(
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n{dispatcher_keys}\
+         listen = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[destinations.statements]\nbase_url = \"{base}\"\n\
+         timeout = \"2s\"\nretry = {{ base = \"100ms\", cap = \"500ms\" }}\n",
+        url = db.url(),
+        base = receiver.url()
+    );
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), text).unwrap();
+    config
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The dispatcher binary with `config`, logging warnings.
+fn command(config: &tempfile::NamedTempFile) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"));
+    command
+        .arg("--config")
+        .arg(config.path())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null());
+    command
+}
+
 impl Dispatcher {
     /// Starts the binary on `db` with one destination `statements` at `receiver`.
     fn start(db: &TestDb, receiver: &Receiver, poll: &str) -> Dispatcher {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let text = format!(
-            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = {poll:?}\n\
-             listen = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[destinations.statements]\nbase_url = \"{base}\"\n\
-             timeout = \"2s\"\nretry = {{ base = \"100ms\", cap = \"500ms\" }}\n",
-            url = db.url(),
-            base = receiver.url()
-        );
-        let config = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config.path(), text).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
-            .arg("--config")
-            .arg(config.path())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start outbox-dispatcher");
+        Dispatcher::launch(
+            db,
+            receiver,
+            &format!("poll_interval = {poll:?}\n"),
+            &[],
+            &[],
+        )
+    }
+
+    /// Starts the binary with `dispatcher_keys` in `[dispatcher]`, `env` set for the process
+    /// and `unset` removed from it.
+    fn launch(
+        db: &TestDb,
+        receiver: &Receiver,
+        dispatcher_keys: &str,
+        env: &[(&str, &str)],
+        unset: &[&str],
+    ) -> Dispatcher {
+        let port = free_port();
+        let config = config_file(db, receiver, dispatcher_keys, port);
+        let mut command = command(&config);
+        command.envs(env.iter().copied());
+        for name in unset {
+            command.env_remove(name);
+        }
+        let child = command.spawn().expect("start outbox-dispatcher");
         Dispatcher {
             child,
             metrics: format!("http://127.0.0.1:{port}/metrics"),
@@ -248,6 +293,7 @@ async fn a_paused_leader_is_replaced_and_its_completion_is_discarded(db: TestDb)
 conformance!(
     a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
     a_paused_leader_is_replaced_and_its_completion_is_discarded,
+    a_dispatcher_of_another_partition_count_refuses_to_serve,
 );
 
 /// PostgreSQL restarts under a running dispatcher: it reconnects, loses nothing, and LISTEN
@@ -474,43 +520,6 @@ async fn a_second_signal_exits_at_once() {
     assert_eq!(status.code(), Some(130));
 }
 
-impl Dispatcher {
-    /// As [`Dispatcher::start`] (poll 100 ms, no listener), with `env` set for the process and
-    /// `unset` removed from it.
-    fn start_with_env(
-        db: &TestDb,
-        receiver: &Receiver,
-        env: &[(&str, &str)],
-        unset: &[&str],
-    ) -> Dispatcher {
-        let text = format!(
-            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\n\
-             listen = \"\"\nshutdown_grace = \"5s\"\n[destinations.statements]\nbase_url = \"{base}\"\n\
-             timeout = \"2s\"\nretry = {{ base = \"100ms\", cap = \"500ms\" }}\n",
-            url = db.url(),
-            base = receiver.url()
-        );
-        let config = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(config.path(), text).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"));
-        command
-            .arg("--config")
-            .arg(config.path())
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null());
-        for name in unset {
-            command.env_remove(name);
-        }
-        let child = command.spawn().expect("start outbox-dispatcher");
-        Dispatcher {
-            child,
-            metrics: String::new(),
-            _config: config,
-        }
-    }
-}
-
 /// G11, no ambient proxy: with every proxy variable pointing at a recording server (and no
 /// NO_PROXY), the op goes straight to its destination and the "proxy" receives nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -529,7 +538,13 @@ async fn g11_the_ambient_proxy_is_never_used() {
     ];
     let env: Vec<(&str, &str)> = variables.iter().map(|v| (*v, url.as_str())).collect();
     enqueue(&outbox, "proxied", &["proxied-1"]).await;
-    let dispatcher = Dispatcher::start_with_env(&db, &destination, &env, &["NO_PROXY", "no_proxy"]);
+    let dispatcher = Dispatcher::launch(
+        &db,
+        &destination,
+        "poll_interval = \"100ms\"\n",
+        &env,
+        &["NO_PROXY", "no_proxy"],
+    );
     all_delivered(&db, 1).await;
     dispatcher.stop();
     let through_proxy: Vec<String> = proxy.received().into_iter().map(|r| r.path).collect();
@@ -538,4 +553,67 @@ async fn g11_the_ambient_proxy_is_never_used() {
         "the dispatcher went through the ambient proxy, which received {through_proxy:?}"
     );
     assert_eq!(destination.received().len(), 1, "sent to the destination");
+}
+
+/// G12: a dispatcher started with another `dispatcher.partitions` than a running one refuses
+/// to serve, naming both counts, and nothing is sent twice. Before, it took the partitions its
+/// count gave it and re-queued ops the running one still had in flight.
+async fn a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver =
+        Receiver::start_with(|_| Reply::status(200).after(Duration::from_millis(300))).await;
+    let running = Dispatcher::launch(
+        &db,
+        &receiver,
+        "poll_interval = \"100ms\"\npartitions = 1\n",
+        &[],
+        &[],
+    );
+    let store = outbox.store().clone();
+    wait_until(
+        Duration::from_secs(30),
+        "the first dispatcher leads",
+        || async {
+            store
+                .lease_list()
+                .await
+                .unwrap()
+                .iter()
+                .any(|l| l.resource.as_str() == "dispatcher/0" && l.held && l.partitions == Some(1))
+        },
+    )
+    .await;
+    let keys: Vec<String> = (0..20).map(|i| format!("count-{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    enqueue(&outbox, "counted", &keys).await;
+    let config = config_file(
+        &db,
+        &receiver,
+        "poll_interval = \"100ms\"\npartitions = 2\n",
+        free_port(),
+    );
+    let refused = tokio::task::spawn_blocking(move || command(&config).output())
+        .await
+        .unwrap()
+        .expect("run the second dispatcher");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    for words in [
+        "dispatcher.partitions is 2",
+        "dispatcher/0 is held with partitions = 1",
+        "stop every dispatcher",
+    ] {
+        assert!(stderr.contains(words), "{words:?} in {stderr}");
+    }
+    all_delivered(&db, keys.len()).await;
+    running.stop();
+    let mut sent: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .collect();
+    sent.sort();
+    let mut expected: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    expected.sort();
+    assert_eq!(sent, expected, "every op sent exactly once");
 }

@@ -563,4 +563,41 @@ mod tests {
             .unwrap();
         assert_eq!(b.request_hash(), a.request_hash());
     }
+
+    proptest::proptest! {
+        /// The builder never panics, whatever it is given; what it accepts passes the rules
+        /// the dispatcher checks again on every claimed op.
+        #[test]
+        fn the_builder_never_panics_and_what_it_accepts_obeys_the_rules(
+            destination in proptest::prelude::any::<String>(),
+            path in proptest::prelude::any::<String>(),
+            headers in proptest::collection::vec(
+                (proptest::prelude::any::<String>(), proptest::prelude::any::<String>()),
+                0..4,
+            ),
+            key in proptest::prelude::any::<String>(),
+            order_key in proptest::option::of(proptest::prelude::any::<String>()),
+            content_type in proptest::prelude::any::<String>(),
+            traceparent in proptest::option::of(proptest::prelude::any::<String>()),
+            not_before in proptest::prelude::any::<u64>(),
+        ) {
+            let mut b = Operation::post(destination, path)
+                .idempotency_key(key)
+                .body(b"x".to_vec(), content_type)
+                .not_before(Duration::from_millis(not_before));
+            for (name, value) in headers {
+                b = b.header(name, value);
+            }
+            if let Some(k) = order_key {
+                b = b.order_key(k);
+            }
+            if let Some(tp) = traceparent {
+                b = b.traceparent(tp);
+            }
+            if let Ok(op) = b.build() {
+                proptest::prop_assert!(check_path(&op.path).is_ok());
+                proptest::prop_assert!(check_headers(&op.headers).is_ok());
+            }
+        }
+    }
 }

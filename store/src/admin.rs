@@ -208,6 +208,13 @@ impl Change {
                     format!("is longer than {max} characters"),
                 ));
             }
+            // Kept in the admin log and shown to other operators: text, not terminal control.
+            if value
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+            {
+                return Err(InvalidInput::new(field, "must not hold control characters"));
+            }
         }
         Ok(())
     }
@@ -581,6 +588,8 @@ mod tests {
         };
         assert!(c.validate().is_ok());
         c.reason = " ".into();
+        assert!(c.validate().is_err());
+        c.reason = "fixed\0\x1b[2J".into();
         assert!(c.validate().is_err());
     }
 }

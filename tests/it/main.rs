@@ -9,3 +9,4 @@ mod guarantees;
 mod keeper;
 mod lease_model;
 mod migrations;
+mod regression;

@@ -14,8 +14,8 @@ pub(crate) async fn run(store: &Store, json: bool) -> Result<(), CliError> {
     let mut table = render::table(&["STATE", "DESTINATION", "OPS"]);
     for c in &status.counts {
         table.add_row(vec![
-            c.state.clone(),
-            c.destination.clone(),
+            render::cell(&c.state),
+            render::cell(&c.destination),
             c.ops.to_string(),
         ]);
     }
