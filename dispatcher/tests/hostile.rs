@@ -320,6 +320,29 @@ async fn then_a_well_behaved_op(outbox: &Outbox, server: &RawServer, paths: &[&s
     enqueue(outbox, "/well", "well").await;
 }
 
+/// One case: an op to `hostile` for each (path, key) of `ops`, each under a resource of its
+/// own; a dispatcher with `extra` destination keys runs until the hostile requests arrived,
+/// then a well-behaved op to `/well` is enqueued after them (same partition), and the
+/// dispatcher stops once the ops' states, in enqueue order, satisfy `done`.
+async fn run_case(
+    db: &TestDb,
+    server: &RawServer,
+    ops: &[(&str, &str)],
+    extra: &str,
+    what: &str,
+    done: impl Fn(&[String]) -> bool,
+) {
+    let outbox = db.outbox().await;
+    for (path, key) in ops {
+        enqueue(&outbox, path, key).await;
+    }
+    let running = dispatch(db, &hostile(server, extra));
+    let paths: Vec<&str> = ops.iter().map(|(path, _)| *path).collect();
+    then_a_well_behaved_op(&outbox, server, &paths).await;
+    until_states(db, what, done).await;
+    running.stop().await;
+}
+
 /// The states are `expected`, in enqueue order.
 fn states_are(expected: &'static [&'static str]) -> impl Fn(&[String]) -> bool {
     move |states| states == expected
@@ -383,21 +406,18 @@ fn assert_escaped_excerpt(attempt: &AttemptRow) {
 /// terminal escapes: both ops are dead, every attempt is recorded with its excerpt escaped,
 /// and the op enqueued after them is delivered.
 async fn failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     server.on("/500", [Answer::whole(500, "", HOSTILE_BODY)]);
     server.on("/400", [Answer::whole(400, "", HOSTILE_BODY)]);
-    enqueue(&outbox, "/500", "h500").await;
-    enqueue(&outbox, "/400", "h400").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/500", "/400"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/500", "h500"), ("/400", "h400")],
+        "",
         "the hostile ops are dead and the other is delivered",
         states_are(&["dead", "dead", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     let h500 = attempts_of(&db, "h500").await;
     assert_eq!(
@@ -419,19 +439,17 @@ async fn failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) 
 /// A 200 whose body holds NUL, bytes that are not UTF-8 and terminal escapes: delivered, its
 /// excerpt escaped, and the op enqueued after it is delivered too.
 async fn a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     server.on("/200", [Answer::whole(200, "", HOSTILE_BODY)]);
-    enqueue(&outbox, "/200", "h200").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/200"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/200", "h200")],
+        "",
         "both ops are delivered",
         states_are(&["delivered", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     let h200 = attempts_of(&db, "h200").await;
     assert_eq!(outcomes(&h200), [(Some("delivered"), Some(200))]);
@@ -442,22 +460,19 @@ async fn a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb
 /// Bodies that never end (a chunked 200, a 500 without a length): the dispatcher reads 64 KiB,
 /// hangs up well before its timeout, and the server could write only a bounded amount.
 async fn an_endless_body_is_cut_off_and_recorded(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     server.on("/endless-200", [Answer::endless(200, true)]);
     server.on("/endless-500", [Answer::endless(500, false)]);
-    enqueue(&outbox, "/endless-200", "h200").await;
-    enqueue(&outbox, "/endless-500", "h500").await;
     // A timeout the attempts must not need: the lease (3 s) leaves room for 2 s.
-    let running = dispatch(&db, &hostile(&server, "timeout = \"2s\""));
-    then_a_well_behaved_op(&outbox, &server, &["/endless-200", "/endless-500"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/endless-200", "h200"), ("/endless-500", "h500")],
+        "timeout = \"2s\"",
         "the 200 is delivered, the 500 dead and the other op delivered",
         states_are(&["delivered", "dead", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     assert_eq!(
         outcomes(&attempts_of(&db, "h200").await),
@@ -503,20 +518,18 @@ async fn an_endless_body_is_cut_off_and_recorded(db: TestDb) {
 /// 5000 response headers: an outcome is recorded (with its error unless delivered), the op
 /// ends dead or delivered, and the op enqueued after it is delivered.
 async fn thousands_of_headers_end_as_a_recorded_outcome(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     let headers: String = (0..5000).map(|n| format!("X-H{n}: v\r\n")).collect();
     server.on("/headers", [Answer::whole(200, &headers, b"ok")]);
-    enqueue(&outbox, "/headers", "headers").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/headers"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/headers", "headers")],
+        "",
         "the hostile op is finished and the other delivered",
         |s| s.len() == 2 && ["dead", "delivered"].contains(&s[0].as_str()) && s[1] == "delivered",
     )
     .await;
-    running.stop().await;
 
     let attempts = attempts_of(&db, "headers").await;
     println!("attempts of the 5000-header answer: {attempts:?}");
@@ -533,22 +546,20 @@ async fn thousands_of_headers_end_as_a_recorded_outcome(db: TestDb) {
 /// A reset after 10 of 1000 announced body bytes: the status had arrived, so it decides: the
 /// 503 is retried, the 200 delivers. The op enqueued after it is delivered too.
 async fn a_reset_mid_body_is_classified_by_its_status(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     server.on(
         "/reset",
         [Answer::reset_mid_body(503), Answer::reset_mid_body(200)],
     );
-    enqueue(&outbox, "/reset", "reset").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/reset"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/reset", "reset")],
+        "",
         "both ops are delivered",
         states_are(&["delivered", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     let attempts = attempts_of(&db, "reset").await;
     assert_eq!(
@@ -565,20 +576,18 @@ async fn a_reset_mid_body_is_classified_by_its_status(db: TestDb) {
 /// A 302 to another server: not followed (that server receives nothing); 3xx is permanent, so
 /// the op is dead after one attempt recorded as failed with HTTP 302.
 async fn a_redirect_to_another_server_is_not_followed(db: TestDb) {
-    let outbox = db.outbox().await;
     let (server, elsewhere) = (RawServer::start().await, RawServer::start().await);
     let location = format!("Location: {}/stolen\r\n", elsewhere.url());
     server.on("/redirect", [Answer::whole(302, &location, b"")]);
-    enqueue(&outbox, "/redirect", "redirect").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/redirect"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/redirect", "redirect")],
+        "",
         "the redirected op is dead and the other delivered",
         states_are(&["dead", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     let attempts = attempts_of(&db, "redirect").await;
     assert_eq!(outcomes(&attempts), [(Some("failed"), Some(302))]);
@@ -595,19 +604,17 @@ async fn a_redirect_to_another_server_is_not_followed(db: TestDb) {
 /// the 1 s timeout, the op is dead after two, and the op enqueued after the first one is
 /// delivered without waiting for that timeout.
 async fn a_destination_that_never_answers_times_out_as_unknown(db: TestDb) {
-    let outbox = db.outbox().await;
     let server = RawServer::start().await;
     server.on("/silent", [Answer::Silence]);
-    enqueue(&outbox, "/silent", "silent").await;
-    let running = dispatch(&db, &hostile(&server, ""));
-    then_a_well_behaved_op(&outbox, &server, &["/silent"]).await;
-    until_states(
+    run_case(
         &db,
+        &server,
+        &[("/silent", "silent")],
+        "",
         "the silent op is dead and the other delivered",
         states_are(&["dead", "delivered"]),
     )
     .await;
-    running.stop().await;
 
     let attempts = attempts_of(&db, "silent").await;
     assert_eq!(outcomes(&attempts), [(Some("unknown"), None); 2]);

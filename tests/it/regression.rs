@@ -40,6 +40,32 @@ async fn partition_lease(store: &Store, partition: Partition, times: u32) -> Lea
         .unwrap()
 }
 
+/// Enqueues one op under `resource`, then claims it as partition 0 of 1 under a partition
+/// lease of `ttl`: the lease and the claimed op's sequence.
+async fn claimed_by_partition_0(
+    db: &TestDb,
+    store: &Store,
+    resource: &str,
+    ttl: Duration,
+) -> (Lease, i64) {
+    let outbox = db.outbox().await;
+    let producer = lease(&outbox, resource).await;
+    let op = Operation::post("api", "/v1/x")
+        .idempotency_key("k")
+        .build()
+        .unwrap();
+    outbox.enqueue(&producer, &op).await.unwrap();
+    let one = Partition::new(0, 1).unwrap();
+    let name = ResourceName::new(one.lease_resource()).unwrap();
+    let held = store.lease_try_acquire(&name, ttl).await.unwrap().unwrap();
+    let claimed = store
+        .op_claim(&held, one, &["api".to_owned()], 10, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(claimed.ops.len(), 1);
+    (held, claimed.ops[0].seq)
+}
+
 fn delivered(seq: i64) -> Completion {
     Completion {
         seq,
@@ -60,25 +86,8 @@ fn delivered(seq: i64) -> Completion {
 /// token number differed, while its attempt was under way.
 async fn issue12_claims_match_their_partition_lease_not_only_its_token(db: TestDb) {
     let store = db.store().await;
-    let outbox = db.outbox().await;
-    let resource = resource_in(6, 5);
-    let producer = lease(&outbox, &resource).await;
-    let op = Operation::post("api", "/v1/x")
-        .idempotency_key("k")
-        .build()
-        .unwrap();
-    outbox.enqueue(&producer, &op).await.unwrap();
-    let dests = ["api".to_owned()];
-
     // Partition 0 of 1 claims it with token 1.
-    let one = Partition::new(0, 1).unwrap();
-    let first = partition_lease(&store, one, 1).await;
-    let claimed = store
-        .op_claim(&first, one, &dests, 10, 1 << 20)
-        .await
-        .unwrap();
-    assert_eq!(claimed.ops.len(), 1);
-    let seq = claimed.ops[0].seq;
+    let (first, seq) = claimed_by_partition_0(&db, &store, &resource_in(6, 5), TTL).await;
 
     // A dispatcher counting 2 partitions serves the op's slot as partition 1, token 2: the
     // claim's lease is live, so nothing is re-queued.
@@ -115,25 +124,7 @@ async fn issue12_claims_match_their_partition_lease_not_only_its_token(db: TestD
 /// leader under any partition count re-queues it, closing the attempt as unknown.
 async fn issue12_a_lapsed_claim_of_another_partition_count_is_requeued(db: TestDb) {
     let store = db.store().await;
-    let outbox = db.outbox().await;
-    let producer = lease(&outbox, &resource_in(2, 1)).await;
-    let op = Operation::post("api", "/v1/x")
-        .idempotency_key("k")
-        .build()
-        .unwrap();
-    outbox.enqueue(&producer, &op).await.unwrap();
-    let one = Partition::new(0, 1).unwrap();
-    let resource = ResourceName::new(one.lease_resource()).unwrap();
-    let crashed = store
-        .lease_try_acquire(&resource, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .unwrap();
-    let claimed = store
-        .op_claim(&crashed, one, &["api".to_owned()], 10, 1 << 20)
-        .await
-        .unwrap();
-    assert_eq!(claimed.ops.len(), 1);
+    claimed_by_partition_0(&db, &store, &resource_in(2, 1), Duration::from_secs(1)).await;
     db.shift_lease_clock(5).await;
     let two = Partition::new(1, 2).unwrap();
     let next = partition_lease(&store, two, 1).await;
@@ -149,36 +140,16 @@ async fn issue12_a_lapsed_claim_of_another_partition_count_is_requeued(db: TestD
 /// lease was taken over could still move its op back to pending.
 async fn issue12_a_stale_dispatcher_cannot_give_back_its_claim(db: TestDb) {
     let store = db.store().await;
-    let outbox = db.outbox().await;
-    let producer = lease(&outbox, "issue12:release").await;
-    let op = Operation::post("api", "/v1/x")
-        .idempotency_key("k")
-        .build()
-        .unwrap();
-    outbox.enqueue(&producer, &op).await.unwrap();
-    let one = Partition::new(0, 1).unwrap();
-    let resource = ResourceName::new(one.lease_resource()).unwrap();
-    let paused = store
-        .lease_try_acquire(&resource, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .unwrap();
-    let claimed = store
-        .op_claim(&paused, one, &["api".to_owned()], 10, 1 << 20)
-        .await
-        .unwrap();
+    let (paused, seq) =
+        claimed_by_partition_0(&db, &store, "issue12:release", Duration::from_secs(1)).await;
+    let resource = paused.resource.clone();
     db.shift_lease_clock(5).await;
     let _next = store
         .lease_try_acquire(&resource, TTL)
         .await
         .unwrap()
         .unwrap();
-    assert!(
-        !store
-            .op_release_claim(&paused, claimed.ops[0].seq)
-            .await
-            .unwrap()
-    );
+    assert!(!store.op_release_claim(&paused, seq).await.unwrap());
     assert_eq!(db.ops().await[0].state, "in_flight");
 }
 
