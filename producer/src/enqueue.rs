@@ -5,11 +5,12 @@
 //! this owner id and token and is unexpired by the database clock. A stale or expired owner
 //! gets a typed error, nothing is inserted, and a rejection record (never the body or header
 //! values) is written in its own short transaction and logged once at `warn`. A paused owner
-//! that resumes is refused at this point: its op is never sent (G5). A crash before commit
+//! that resumes is rejected at this point: its op is never sent (G5). A crash before commit
 //! leaves nothing; after commit the op is durable and the dispatcher will deliver it (G6).
 
 use outbox_store::{
-    Backend, Conn, EnqueueResult, Enqueued, Lease, NewOp, Refusal, RejectReason, Rejection, Store,
+    Backend, Conn, EnqueueResult, Enqueued, Lease, NewOp, NotEnqueued, RejectReason, Rejection,
+    Store,
 };
 
 use crate::lease::refuse_dispatcher_lease;
@@ -40,13 +41,13 @@ impl Outbox {
             .collect::<Result<Vec<_>, _>>()?;
         match self.store().op_enqueue_batch(lease, &new).await? {
             Ok(done) => Ok(done),
-            Err(refusal) => Err(self.refuse(lease, &new, refusal, Stage::Batch).await),
+            Err(not) => Err(self.reject(lease, &new, not, Stage::Batch).await),
         }
     }
 
     /// [`Outbox::enqueue`] inside the caller's own sqlx transaction (or connection) on the same
     /// database, so a business write and its op commit or roll back together. The rejection
-    /// record of a refused enqueue is written outside that transaction and survives its
+    /// record of a rejected enqueue is written outside that transaction and survives its
     /// rollback; on SQLite, where the caller's transaction holds the only write lock, it is
     /// written in the background once that transaction ends.
     ///
@@ -78,17 +79,18 @@ impl Outbox {
     ) -> Result<Enqueued, Error> {
         match result {
             Ok(enqueued) => Ok(enqueued),
-            Err(refusal) => Err(self.refuse(lease, ops, refusal, stage).await),
+            Err(not) => Err(self.reject(lease, ops, not, stage).await),
         }
     }
 
-    /// Turns a refusal into the caller's error, recording a rejection first (G4).
-    async fn refuse(&self, lease: &Lease, ops: &[NewOp], refusal: Refusal, stage: Stage) -> Error {
-        let reason = match refusal {
-            Refusal::Conflict { existing_op_id } => {
+    /// Turns an enqueue that inserted nothing into the caller's error, recording a rejection
+    /// first when the lease check failed (G4).
+    async fn reject(&self, lease: &Lease, ops: &[NewOp], not: NotEnqueued, stage: Stage) -> Error {
+        let reason = match not {
+            NotEnqueued::Conflict { existing_op_id } => {
                 return Error::IdempotencyConflict { existing_op_id };
             }
-            Refusal::Rejected(reason) => reason,
+            NotEnqueued::Rejected(reason) => reason,
         };
         // The first op names the call; a batch shares one lease and one rejection.
         let first = ops.first();
@@ -137,7 +139,7 @@ async fn record(store: &Store, rejection: &Rejection) {
     }
 }
 
-/// Which call was refused, as stored in `outbox_rejections.stage`.
+/// Which call was rejected, as stored in `outbox_rejections.stage`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Enqueue,

@@ -5,7 +5,7 @@
 //! than two thirds of a TTL ago, so the lease is still held by the database clock. A renewal
 //! that fails, finds the lease lost, or takes longer than TTL/3 cancels the token at once and
 //! stops renewing: the worker should stop. Cancellation only saves wasted work; the fenced
-//! enqueue is what refuses a worker that ignores it or is paused (G4). On pause, the keeper
+//! enqueue is what rejects a worker that ignores it or is paused (G4). On pause, the keeper
 //! pauses with the process and the lease expires; on crash, it expires; nothing is released
 //! early.
 

@@ -1,7 +1,7 @@
 //! `outbox-producer`: fenced leases and a fenced outbox for applications.
 //!
 //! A worker that holds a lease on a resource gets a fencing token. Instead of calling a
-//! third-party API directly, it records the call in the outbox; the insert is refused
+//! third-party API directly, it records the call in the outbox; the insert is rejected
 //! atomically when a newer owner exists (G4), so a stale owner's call is never sent (G5). The
 //! dispatcher delivers accepted calls with the same `Idempotency-Key` on every attempt (G7):
 //! delivery is at-least-once, and effectively-once where the destination honours the key.

@@ -291,6 +291,20 @@ impl Completion {
     }
 }
 
+/// On becoming leader of `part`: ops left in flight by claims whose lease lapsed go back to
+/// pending, their open attempts closed as `unknown`, in one transaction (G6, G12).
+pub(crate) async fn requeue_abandoned<D: crate::driver::Driver>(
+    d: &D,
+    lease: &crate::Lease,
+    part: Partition,
+) -> Result<u64, crate::Error> {
+    let mut tx = d.begin().await?;
+    D::attempt_record_abandoned(&mut tx, lease, part).await?;
+    let requeued = D::op_requeue_abandoned(&mut tx, lease, part).await?;
+    D::commit(tx).await?;
+    Ok(requeued)
+}
+
 /// Parses the stored headers (a JSON array of pairs).
 pub(crate) fn parse_headers(
     json: &str,

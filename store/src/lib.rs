@@ -11,9 +11,9 @@
 #![warn(missing_docs)]
 
 pub mod admin;
-mod admin_postgres;
-mod admin_sqlite;
 pub mod dispatch;
+mod driver;
+mod enqueue;
 pub mod error;
 pub mod migrate;
 pub mod model;
@@ -36,7 +36,8 @@ pub use model::{
     ResourceName, TtlBounds,
 };
 pub use op::{
-    EnqueueResult, Enqueued, Method, NewOp, OpState, Refusal, RejectReason, Rejection, RejectionRow,
+    EnqueueResult, Enqueued, Method, NewOp, NotEnqueued, OpState, RejectReason, Rejection,
+    RejectionRow,
 };
 pub use renewal::Renewal;
 
@@ -176,7 +177,7 @@ impl Store {
 
     /// Applies the migrations this build carries that the database lacks, in one transaction.
     pub async fn migrate(&self) -> Result<MigrationReport, Error> {
-        on_backend!(self, b => b.migrate().await)
+        on_backend!(self, b => migrate::run(b).await)
     }
 
     /// Acquires the lease on `resource` for `ttl` when nobody holds it (free, released or
@@ -226,7 +227,7 @@ impl Store {
     /// Inserts `op` if, atomically with the insert, `lease` is held by its owner and token and
     /// unexpired by the database clock (G4); returns the existing op when the (destination,
     /// idempotency key) already holds the same request, and a conflict when it holds another
-    /// (G7). Nothing is written when refused; recording the rejection is the caller's step.
+    /// (G7). Nothing is written when rejected; recording the rejection is the caller's step.
     pub async fn op_enqueue(&self, lease: &Lease, op: &NewOp) -> Result<EnqueueResult, Error> {
         on_backend!(self, b => b.op_enqueue(lease, op).await)
     }
@@ -236,7 +237,7 @@ impl Store {
         &self,
         lease: &Lease,
         ops: &[NewOp],
-    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
+    ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         on_backend!(self, b => b.op_enqueue_batch(lease, ops).await)
     }
 
@@ -250,9 +251,11 @@ impl Store {
     ) -> Result<EnqueueResult, Error> {
         match (&self.backend, conn) {
             (BackendStore::Postgres(_), Conn::Postgres(c)) => {
-                postgres::enqueue_on(c, lease, op).await
+                enqueue::on::<PgStore>(c, lease, op).await
             }
-            (BackendStore::Sqlite(_), Conn::Sqlite(c)) => sqlite::enqueue_on(c, lease, op).await,
+            (BackendStore::Sqlite(_), Conn::Sqlite(c)) => {
+                enqueue::on::<SqliteStore>(c, lease, op).await
+            }
             (_, conn) => Err(InvalidInput::new(
                 "transaction",
                 format!(
@@ -265,7 +268,7 @@ impl Store {
         }
     }
 
-    /// Records a refused enqueue for operators, in its own short transaction so it survives
+    /// Records a rejected enqueue for operators, in its own short transaction so it survives
     /// when the caller's transaction rolls back.
     pub async fn rejection_record(&self, rejection: &Rejection) -> Result<(), Error> {
         on_backend!(self, b => b.rejection_insert(rejection).await)
@@ -297,7 +300,7 @@ impl Store {
 
     /// Records attempts' ends and their ops' new states in one transaction, each only while
     /// the op is claimed by this dispatcher token and `lease` still has its owner and token
-    /// (G9). One flag per completion: `false` means refused (discarded), nothing written.
+    /// (G9). One flag per completion: `false` means discarded, nothing written.
     pub async fn op_complete_batch(
         &self,
         lease: &Lease,
@@ -313,7 +316,7 @@ impl Store {
         lease: &Lease,
         partition: Partition,
     ) -> Result<u64, Error> {
-        on_backend!(self, b => b.op_requeue_abandoned(lease, partition).await)
+        on_backend!(self, b => dispatch::requeue_abandoned(b, lease, partition).await)
     }
 
     /// Gives back a claim that was never attempted: pending again, due now, the attempt not
@@ -462,7 +465,7 @@ impl Store {
     }
 
     /// Moves dead or cancelled ops (delivered and superseded ones too with `force`) back to
-    /// pending, due now, with a fresh retry budget; in-flight ops are always refused. One
+    /// pending, due now, with a fresh retry budget; in-flight ops are always skipped. One
     /// transaction per [`admin::CHANGE_BATCH`] ops, each logged in `outbox_admin_log`.
     pub async fn admin_replay(
         &self,
@@ -494,9 +497,10 @@ impl Store {
             ..admin::ChangeReport::default()
         };
         for batch in seqs.chunks(admin::CHANGE_BATCH) {
-            let report = on_backend!(self, b => b.admin_change(action, batch, change).await)?;
+            let report =
+                on_backend!(self, b => admin::change::apply(b, action, batch, change).await)?;
             all.changed.extend(report.changed);
-            all.refused.extend(report.refused);
+            all.skipped.extend(report.skipped);
             all.missing.extend(report.missing);
         }
         Ok(all)
@@ -511,12 +515,12 @@ impl Store {
         change: &admin::Change,
     ) -> Result<admin::PurgeReport, Error> {
         change.validate()?;
-        admin::check_purge_states(states)?;
+        admin::change::check_purge_states(states)?;
         let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
-        on_backend!(self, b => b.admin_purge(states, ms, change).await)
+        on_backend!(self, b => admin::change::purge(b, states, ms, change).await)
     }
 
-    /// Refused enqueues of the last `since`, newest first, of one resource or all.
+    /// Rejected enqueues of the last `since`, newest first, of one resource or all.
     pub async fn admin_rejections(
         &self,
         since: Duration,
@@ -577,8 +581,8 @@ mod layout_tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
     }
 
-    /// Files only one backend has, and why: the other does the same work another way.
-    const ONE_BACKEND_ONLY: &[(&str, &str, &str)] = &[
+    /// Files only some backends have, and why: the others do the same work another way.
+    const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
         (
             "postgres",
             "op_complete_batch_if_claimed.sql",
@@ -594,39 +598,71 @@ mod layout_tests {
             "attempt_insert.sql",
             "see op_complete_batch_if_claimed.sql",
         ),
+        (
+            "postgres",
+            "op_insert_new_if_lease_held.sql",
+            "PostgreSQL's speculative insertion costs every row; SQLite's ON CONFLICT costs nothing extra",
+        ),
+        (
+            "postgres",
+            "op_insert_batch_new_if_lease_held.sql",
+            "see op_insert_new_if_lease_held.sql",
+        ),
     ];
+
+    /// Every backend, and whether its statements are part of this build yet: SQL Server's
+    /// arrive with its backend (its migrations are already here, and checked below).
+    const BACKENDS: &[(crate::Backend, bool)] = &[
+        (crate::Backend::Postgres, true),
+        (crate::Backend::Sqlite, true),
+        (crate::Backend::Mssql, false),
+    ];
+
+    /// Every Rust file of a backend's module folder, as one text without white space.
+    fn module_source(backend: &str) -> String {
+        let dir = root().join("src").join(backend);
+        names(&dir)
+            .iter()
+            .filter(|f| f.ends_with(".rs"))
+            .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+            .collect::<String>()
+            .replace(char::is_whitespace, "")
+    }
 
     #[test]
     fn sql_files_are_the_same_for_every_backend_and_all_used() {
-        // SQL Server statements arrive with its backend; its migrations are already here.
         let only = |backend: &str| -> BTreeSet<String> {
-            ONE_BACKEND_ONLY
+            NOT_EVERY_BACKEND
                 .iter()
                 .filter(|(b, _, _)| *b == backend)
                 .map(|(_, f, _)| f.to_string())
                 .collect()
         };
-        let pg = names(&root().join("sql/postgres"));
-        let sqlite = names(&root().join("sql/sqlite"));
-        assert_eq!(
-            pg.difference(&only("postgres")).collect::<Vec<_>>(),
-            sqlite.difference(&only("sqlite")).collect::<Vec<_>>(),
-            "sql/postgres and sql/sqlite must hold the same file names, but for ONE_BACKEND_ONLY"
-        );
-        for (backend, files) in [("postgres", &pg), ("sqlite", &sqlite)] {
-            // The backend's module and its admin half (admin_<backend>.rs).
-            let source = [
-                format!("src/{backend}.rs"),
-                format!("src/admin_{backend}.rs"),
-            ]
-            .iter()
-            .map(|f| std::fs::read_to_string(root().join(f)).unwrap())
-            .collect::<String>();
-            for file in files {
-                let include = format!("include_str!(\"../sql/{backend}/{file}\")");
+        let common = |backend: &str| -> Vec<String> {
+            names(&root().join("sql").join(backend))
+                .difference(&only(backend))
+                .cloned()
+                .collect()
+        };
+        let reference = common("postgres");
+        for (backend, built) in BACKENDS {
+            let backend = backend.name();
+            let dir = root().join("sql").join(backend);
+            if !built && !dir.exists() {
+                eprintln!("sql/{backend}: not part of this build yet");
+                continue;
+            }
+            assert_eq!(
+                common(backend),
+                reference,
+                "sql/{backend} and sql/postgres must hold the same file names, but for NOT_EVERY_BACKEND"
+            );
+            let source = module_source(backend);
+            for file in names(&dir) {
+                let include = format!("include_str!(\"../../sql/{backend}/{file}\")");
                 assert!(
-                    source.replace(char::is_whitespace, "").contains(&include),
-                    "src/{backend}.rs and src/admin_{backend}.rs do not use {file}"
+                    source.contains(&include),
+                    "src/{backend}/ does not use sql/{backend}/{file}"
                 );
             }
         }

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::driver::Driver;
 use crate::error::{Backend, MigrateError};
 
 /// One migration file of one backend.
@@ -131,6 +132,21 @@ pub(crate) fn plan(
 }
 
 /// `NNNN_name`, as in the file name.
+/// Applies the migrations this build carries that the database lacks, in one transaction that
+/// no other migrating process runs beside (the same flow for every backend).
+pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Error> {
+    let mut tx = d.begin_migration().await?;
+    D::migration_table_create(&mut tx).await?;
+    let applied = D::migration_list(&mut tx).await?;
+    let (pending, mut report) = plan(migrations(D::BACKEND), &applied)?;
+    for m in pending {
+        D::migration_apply(&mut tx, m).await?;
+        report.applied.push(label(m));
+    }
+    D::commit(tx).await?;
+    Ok(report)
+}
+
 pub(crate) fn label(m: &Migration) -> String {
     format!("{:04}_{}", m.version, m.name)
 }

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::error::InvalidInput;
 use crate::model::{
-    DestinationName, FencingToken, IdempotencyKey, Lease, OrderKey, OwnerId, ResourceName,
+    DestinationName, FencingToken, IdempotencyKey, OrderKey, OwnerId, ResourceName,
 };
 
 /// Where an op is in its life. Stored as its lowercase name so operators can read the tables.
@@ -244,7 +244,7 @@ impl RejectReason {
 
 /// Why an enqueue inserted nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum NotEnqueued {
     /// The lease check failed (G4); a rejection record should be written.
     Rejected(RejectReason),
     /// The (destination, idempotency key) exists with a different request (G7).
@@ -254,71 +254,8 @@ pub enum Refusal {
     },
 }
 
-/// The lease row as the enqueue saw it: owner, token and whether it was unexpired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LeaseSeen {
-    pub(crate) owner_id: Option<OwnerId>,
-    pub(crate) fence: FencingToken,
-    pub(crate) live: bool,
-}
-
-/// Decides whether `lease` may enqueue, given the lease row seen atomically with the insert.
-pub(crate) fn check_lease(seen: Option<LeaseSeen>, lease: &Lease) -> Result<(), RejectReason> {
-    let Some(seen) = seen else {
-        return Err(RejectReason::NoLease { current: None });
-    };
-    if seen.fence != lease.token {
-        return Err(RejectReason::Stale {
-            current: seen.fence,
-        });
-    }
-    match seen.owner_id {
-        None => Err(RejectReason::NoLease {
-            current: Some(seen.fence),
-        }),
-        Some(owner) if owner != lease.owner_id => Err(RejectReason::Stale {
-            current: seen.fence,
-        }),
-        Some(_) if !seen.live => Err(RejectReason::Expired),
-        Some(_) => Ok(()),
-    }
-}
-
 /// What an enqueue ends in: the op the outbox holds, or why nothing was inserted.
-pub type EnqueueResult = Result<Enqueued, Refusal>;
-
-/// The op found under an enqueue's (destination, idempotency key): (seq, op id, request
-/// hash, state).
-pub(crate) type FoundOp = (i64, Uuid, Vec<u8>, String);
-
-/// Tells a duplicate (same request: return the existing op) from a conflict (G7).
-pub(crate) fn duplicate_or_conflict(
-    found: Option<FoundOp>,
-    op: &NewOp,
-    backend: crate::Backend,
-) -> Result<EnqueueResult, crate::Error> {
-    let Some((seq, op_id, hash, state)) = found else {
-        // The key conflicted but its op is not visible to this transaction (a snapshot taken
-        // before it committed). Retrying sees it.
-        return Err(crate::StoreError::new(
-            backend,
-            crate::StoreErrorKind::Retryable,
-            "the op holding this idempotency key is not visible to this transaction yet",
-        )
-        .into());
-    };
-    if hash != op.request_hash {
-        return Ok(Err(Refusal::Conflict {
-            existing_op_id: op_id,
-        }));
-    }
-    Ok(Ok(Enqueued {
-        op_id,
-        seq,
-        duplicate: true,
-        state: state.parse()?,
-    }))
-}
+pub type EnqueueResult = Result<Enqueued, NotEnqueued>;
 
 /// A rejected enqueue, as kept for operators. Never the body or header values.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -335,7 +272,7 @@ pub struct Rejection {
     pub destination: Option<DestinationName>,
     /// The idempotency key of the op.
     pub idempotency_key: Option<IdempotencyKey>,
-    /// Which call was refused: `enqueue`, `enqueue_batch` or `enqueue_in`.
+    /// Which call was rejected: `enqueue`, `enqueue_batch` or `enqueue_in`.
     pub stage: &'static str,
     /// `stale`, `expired` or `no_lease`.
     pub reason: &'static str,
@@ -358,7 +295,7 @@ pub struct RejectionRow {
     pub destination: Option<String>,
     /// The op's idempotency key.
     pub idempotency_key: Option<String>,
-    /// Which call was refused.
+    /// Which call was rejected.
     pub stage: String,
     /// `stale`, `expired` or `no_lease`.
     pub reason: String,
@@ -370,58 +307,6 @@ pub struct RejectionRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lease(token: i64) -> Lease {
-        Lease {
-            resource: ResourceName::new("r").unwrap(),
-            owner_id: OwnerId::new_random(),
-            token: FencingToken::new(token),
-            expires_at: OffsetDateTime::UNIX_EPOCH,
-        }
-    }
-
-    fn seen(owner: Option<OwnerId>, fence: i64, live: bool) -> Option<LeaseSeen> {
-        Some(LeaseSeen {
-            owner_id: owner,
-            fence: FencingToken::new(fence),
-            live,
-        })
-    }
-
-    #[test]
-    fn the_lease_check_names_each_way_of_losing_a_lease() {
-        let l = lease(41);
-        assert_eq!(check_lease(seen(Some(l.owner_id), 41, true), &l), Ok(()));
-        assert_eq!(
-            check_lease(None, &l),
-            Err(RejectReason::NoLease { current: None })
-        );
-        let newer = FencingToken::new(42);
-        assert_eq!(
-            check_lease(seen(Some(OwnerId::new_random()), 42, true), &l),
-            Err(RejectReason::Stale { current: newer })
-        );
-        // Expired and then taken over: stale, with the newer token.
-        assert_eq!(
-            check_lease(seen(Some(OwnerId::new_random()), 42, false), &l),
-            Err(RejectReason::Stale { current: newer })
-        );
-        assert_eq!(
-            check_lease(seen(Some(l.owner_id), 41, false), &l),
-            Err(RejectReason::Expired)
-        );
-        assert_eq!(
-            check_lease(seen(None, 41, false), &l),
-            Err(RejectReason::NoLease {
-                current: Some(FencingToken::new(41))
-            })
-        );
-        // Same token, another owner id: a forged or mixed-up lease is stale.
-        assert!(matches!(
-            check_lease(seen(Some(OwnerId::new_random()), 41, true), &l),
-            Err(RejectReason::Stale { .. })
-        ));
-    }
 
     #[test]
     fn partition_slots_are_stable_and_follow_the_order_key() {

@@ -1,5 +1,5 @@
 //! `outboxctl replay` and `outboxctl cancel`: change ops named on the command line or
-//! selected by filters, in logged transactions, refusing what is unsafe.
+//! selected by filters, in logged transactions, skipping what is unsafe.
 
 use outbox_store::Store;
 use outbox_store::admin::{Change, ChangeReport};
@@ -77,10 +77,10 @@ pub(crate) async fn run(
             format!("no op {}", join(&report.missing)),
         ));
     }
-    if !report.refused.is_empty() {
+    if !report.skipped.is_empty() {
         return Err(CliError::other(format!(
-            "{} refused",
-            render::count(report.refused.len(), "op")
+            "{} skipped",
+            render::count(report.skipped.len(), "op")
         )));
     }
     Ok(())
@@ -91,9 +91,9 @@ fn print(verb: Verb, report: &ChangeReport, json: bool) {
         render::json_line(report);
         return;
     }
-    for r in &report.refused {
+    for r in &report.skipped {
         println!(
-            "refused {} (seq {}, {}): {}",
+            "skipped {} (seq {}, {}): {}",
             r.op_id, r.seq, r.state, r.why
         );
     }

@@ -1,4 +1,4 @@
-//! `outboxctl rejections`: enqueues refused because the owner's lease was stale or gone.
+//! `outboxctl rejections`: enqueues rejected because the owner's lease was stale or gone.
 
 use outbox_store::Store;
 

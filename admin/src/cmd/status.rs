@@ -28,7 +28,7 @@ pub(crate) async fn run(store: &Store, json: bool) -> Result<(), CliError> {
     println!("due now: {}", status.due_now);
     println!("dead in the last 24 h: {}", status.dead_last_day);
     println!(
-        "stale enqueues refused in the last hour: {}",
+        "stale enqueues rejected in the last hour: {}",
         status.rejections_last_hour
     );
     if status.partitions.is_empty() {

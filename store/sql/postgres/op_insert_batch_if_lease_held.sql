@@ -1,8 +1,8 @@
 -- The fenced enqueue of a whole batch, in one statement: share-lock the lease row (see
 -- op_insert_if_lease_held.sql), insert every op only if this owner and token hold an unexpired
 -- lease (G4), skip those whose (destination, idempotency key) exists (G7, resolved by the caller
--- in the same transaction), and notify an idle dispatcher once. postgres.rs first runs it without
--- the ON CONFLICT line, falling back to it on a unique violation.
+-- in the same transaction), and notify an idle dispatcher once.
+-- op_insert_batch_new_if_lease_held.sql runs first; this one after a unique violation.
 -- Parameters: $1 resource, $2 owner id, $3 token, then one array element per op: $4 op ids,
 -- $5 destinations, $6 idempotency keys, $7 request hashes, $8 order keys, $9 partitions,
 -- $10 methods, $11 paths, $12 headers (JSON text), $13 content types, $14 bodies,

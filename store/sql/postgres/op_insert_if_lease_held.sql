@@ -4,8 +4,8 @@
 -- for, and the row is checked again after it); skip it if the (destination, idempotency key)
 -- exists (G7); and notify dispatchers on commit when one is idle and listening
 -- (outbox_wakeups): NOTIFY serialises commits, so it is skipped while they are busy.
--- postgres.rs first runs it without the ON CONFLICT line, falling back to it on a unique
--- violation (OP_INSERT_NEW_IF_LEASE_HELD).
+-- Outside a caller's transaction op_insert_new_if_lease_held.sql runs first; this one after a
+-- unique violation.
 -- Parameters: $1 resource, $2 owner id, $3 token, $4 op id, $5 destination,
 -- $6 idempotency key, $7 request hash, $8 order key, $9 partition, $10 method, $11 path,
 -- $12 headers (JSON text), $13 content type, $14 body, $15 expire_with_generation,

@@ -3,6 +3,8 @@
 //! writer, so every write statement is atomic against every other; multi-statement writes run
 //! in `BEGIN IMMEDIATE` transactions. Lease time is SQLite's `'now'` inside the SQL (G2).
 
+mod admin;
+
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
@@ -10,60 +12,64 @@ use sqlx::sqlite::{
 use sqlx::{Connection as _, Row as _};
 use time::OffsetDateTime;
 
+use std::collections::HashMap;
+
 use crate::StoreOptions;
+use crate::admin::{Change, Locked};
 use crate::dispatch::{
     Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
+use crate::driver::Driver;
+use crate::enqueue::{self, FoundOp, LeaseSeen, check_lease};
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
-use crate::migrate::{self, AppliedMigration, MigrationReport};
+use crate::migrate::AppliedMigration;
+use crate::migrate::Migration;
 use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
 };
-use crate::op::{
-    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow,
-    check_lease, duplicate_or_conflict,
-};
+use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, Rejection, RejectionRow};
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 use uuid::fmt::Hyphenated;
 
-const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/sqlite/lease_acquire_if_free.sql");
-const LEASE_RENEW_IF_OWNER: &str = include_str!("../sql/sqlite/lease_renew_if_owner.sql");
-const LEASE_RELEASE_IF_OWNER: &str = include_str!("../sql/sqlite/lease_release_if_owner.sql");
-const LEASE_LIST: &str = include_str!("../sql/sqlite/lease_list.sql");
-const LEASE_CHECK: &str = include_str!("../sql/sqlite/lease_check.sql");
-const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../sql/sqlite/op_insert_if_lease_held.sql");
+const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../../sql/sqlite/lease_acquire_if_free.sql");
+const LEASE_RENEW_IF_OWNER: &str = include_str!("../../sql/sqlite/lease_renew_if_owner.sql");
+const LEASE_RELEASE_IF_OWNER: &str = include_str!("../../sql/sqlite/lease_release_if_owner.sql");
+const LEASE_LIST: &str = include_str!("../../sql/sqlite/lease_list.sql");
+const LEASE_CHECK: &str = include_str!("../../sql/sqlite/lease_check.sql");
+const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../../sql/sqlite/op_insert_if_lease_held.sql");
 const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
-    include_str!("../sql/sqlite/op_insert_batch_if_lease_held.sql");
+    include_str!("../../sql/sqlite/op_insert_batch_if_lease_held.sql");
 const OP_SUPERSEDE_OLDER_PENDING: &str =
-    include_str!("../sql/sqlite/op_supersede_older_pending.sql");
-const OP_FIND_BY_KEY: &str = include_str!("../sql/sqlite/op_find_by_key.sql");
-const REJECTION_INSERT: &str = include_str!("../sql/sqlite/rejection_insert.sql");
-const REJECTION_LIST: &str = include_str!("../sql/sqlite/rejection_list.sql");
+    include_str!("../../sql/sqlite/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../../sql/sqlite/op_find_by_key.sql");
+const REJECTION_INSERT: &str = include_str!("../../sql/sqlite/rejection_insert.sql");
+const REJECTION_LIST: &str = include_str!("../../sql/sqlite/rejection_list.sql");
 /// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
 /// no other writer can slip between them.
 pub(crate) const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
-const OP_CLAIM_DUE: &str = include_str!("../sql/sqlite/op_claim_due.sql");
+const OP_CLAIM_DUE: &str = include_str!("../../sql/sqlite/op_claim_due.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
-    include_str!("../sql/sqlite/op_supersede_stale_generation.sql");
-const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../sql/sqlite/op_complete_if_claimed.sql");
-const ATTEMPT_INSERT: &str = include_str!("../sql/sqlite/attempt_insert.sql");
-const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/sqlite/attempt_record_abandoned.sql");
-const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/sqlite/op_requeue_abandoned.sql");
-const OP_RELEASE_CLAIM: &str = include_str!("../sql/sqlite/op_release_claim.sql");
+    include_str!("../../sql/sqlite/op_supersede_stale_generation.sql");
+const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../../sql/sqlite/op_complete_if_claimed.sql");
+const ATTEMPT_INSERT: &str = include_str!("../../sql/sqlite/attempt_insert.sql");
+const ATTEMPT_RECORD_ABANDONED: &str =
+    include_str!("../../sql/sqlite/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../../sql/sqlite/op_requeue_abandoned.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../../sql/sqlite/op_release_claim.sql");
 const LEASE_SET_PARTITIONS_IF_OWNER: &str =
-    include_str!("../sql/sqlite/lease_set_partitions_if_owner.sql");
+    include_str!("../../sql/sqlite/lease_set_partitions_if_owner.sql");
 const LEASE_LIST_PARTITION_CONFLICTS: &str =
-    include_str!("../sql/sqlite/lease_list_partition_conflicts.sql");
-const OP_STATS: &str = include_str!("../sql/sqlite/op_stats.sql");
-const WAKEUP_SET: &str = include_str!("../sql/sqlite/wakeup_set.sql");
-const OP_NEXT_DUE: &str = include_str!("../sql/sqlite/op_next_due.sql");
-const OP_PURGE_FINISHED: &str = include_str!("../sql/sqlite/op_purge_finished.sql");
-const OP_UNROUTED_LIST: &str = include_str!("../sql/sqlite/op_unrouted_list.sql");
-const MIGRATION_BEGIN: &str = include_str!("../sql/sqlite/migration_begin.sql");
-const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/sqlite/migration_table_create.sql");
-const MIGRATION_LIST: &str = include_str!("../sql/sqlite/migration_list.sql");
-const MIGRATION_RECORD: &str = include_str!("../sql/sqlite/migration_record.sql");
+    include_str!("../../sql/sqlite/lease_list_partition_conflicts.sql");
+const OP_STATS: &str = include_str!("../../sql/sqlite/op_stats.sql");
+const WAKEUP_SET: &str = include_str!("../../sql/sqlite/wakeup_set.sql");
+const OP_NEXT_DUE: &str = include_str!("../../sql/sqlite/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../../sql/sqlite/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../../sql/sqlite/op_unrouted_list.sql");
+const MIGRATION_BEGIN: &str = include_str!("../../sql/sqlite/migration_begin.sql");
+const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/sqlite/migration_table_create.sql");
+const MIGRATION_LIST: &str = include_str!("../../sql/sqlite/migration_list.sql");
+const MIGRATION_RECORD: &str = include_str!("../../sql/sqlite/migration_record.sql");
 
 /// A connection pool to one SQLite database file.
 #[derive(Debug, Clone)]
@@ -107,48 +113,6 @@ impl SqliteStore {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
-    }
-
-    pub(crate) async fn migrate(&self) -> Result<MigrationReport, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(MIGRATION_BEGIN)
-            .await
-            .map_err(map_err)?;
-        sqlx::query(MIGRATION_TABLE_CREATE)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        let applied: Vec<AppliedMigration> = sqlx::query(MIGRATION_LIST)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| {
-                Ok(AppliedMigration {
-                    version: r.col("version")?,
-                    name: r.col("name")?,
-                    checksum: r.col("checksum")?,
-                })
-            })
-            .collect::<Result<_, Error>>()?;
-        let (pending, mut report) = migrate::plan(migrate::migrations(Backend::Sqlite), &applied)?;
-        for m in pending {
-            sqlx::raw_sql(m.sql)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            sqlx::query(MIGRATION_RECORD)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(m.checksum())
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            report.applied.push(migrate::label(m));
-        }
-        tx.commit().await.map_err(map_err)?;
-        Ok(report)
     }
 
     pub(crate) async fn lease_acquire(
@@ -232,14 +196,7 @@ impl SqliteStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
-        let result = enqueue_on(&mut tx, lease, op).await?;
-        finish(tx, result.is_ok()).await?;
-        Ok(result)
+        enqueue::in_transaction(self, lease, op).await
     }
 
     /// All or nothing, in one `BEGIN IMMEDIATE` transaction.
@@ -247,51 +204,25 @@ impl SqliteStore {
         &self,
         lease: &Lease,
         ops: &[NewOp],
-    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
-        if let Err(reason) = check_lease(lease_seen(&mut tx, &lease.resource).await?, lease) {
-            finish(tx, false).await?;
-            return Ok(Err(Refusal::Rejected(reason)));
+    ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
+        let mut tx = self.begin().await?;
+        if let Err(reason) = check_lease(Self::lease_seen(&mut tx, &lease.resource).await?, lease) {
+            Self::rollback(tx).await?;
+            return Ok(Err(NotEnqueued::Rejected(reason)));
         }
         // One statement for every op: per-op statements cost the batch two thirds of its time.
-        let inserted: std::collections::HashMap<Uuid, i64> =
-            sqlx::query(OP_INSERT_BATCH_IF_LEASE_HELD)
-                .bind(lease.resource.as_str())
-                .bind(lease.owner_id.as_uuid().hyphenated())
-                .bind(lease.token.get())
-                .bind(batch_json(ops))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(map_err)?
-                .iter()
-                .map(|r| Ok((r.col::<Hyphenated>("op_id")?.into_uuid(), r.col("id")?)))
-                .collect::<Result<_, Error>>()?;
-        let mut done = Vec::with_capacity(ops.len());
-        let mut superseded = std::collections::HashSet::new();
-        for op in ops {
-            let result = match inserted.get(&op.op_id) {
-                Some(&seq) => {
-                    if op.supersede_pending && superseded.insert(op.destination.as_str()) {
-                        supersede_older(&mut tx, lease, op).await?;
-                    }
-                    Ok(op.inserted(seq))
-                }
-                None => find_by_key(&mut tx, op).await?,
-            };
-            match result {
-                Ok(enqueued) => done.push(enqueued),
-                Err(refusal) => {
-                    finish(tx, false).await?;
-                    return Ok(Err(refusal));
-                }
-            }
-        }
-        finish(tx, true).await?;
-        Ok(Ok(done))
+        let inserted: HashMap<Uuid, i64> = sqlx::query(OP_INSERT_BATCH_IF_LEASE_HELD)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(batch_json(ops))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| Ok((r.col::<Hyphenated>("op_id")?.into_uuid(), r.col("id")?)))
+            .collect::<Result<_, Error>>()?;
+        enqueue::assemble::<Self>(tx, lease, ops, &inserted).await
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
@@ -360,7 +291,7 @@ impl SqliteStore {
     }
 
     /// Records completions in one transaction (one commit, one fsync); each is checked on
-    /// its own, so a refused one does not hold back the others.
+    /// its own, so a discarded one does not hold back the others.
     pub(crate) async fn op_complete_batch(
         &self,
         lease: &Lease,
@@ -377,28 +308,6 @@ impl SqliteStore {
         }
         tx.commit().await.map_err(map_err)?;
         Ok(applied)
-    }
-
-    pub(crate) async fn op_requeue_abandoned(
-        &self,
-        lease: &Lease,
-        part: Partition,
-    ) -> Result<u64, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
-        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        let requeued = with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
-        Ok(requeued.rows_affected())
     }
 
     pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
@@ -513,83 +422,223 @@ impl SqliteStore {
     }
 }
 
-/// The fenced enqueue on one connection (the caller's transaction, or ours). The insert checks
-/// the lease itself; only when it inserted nothing are the lease and the key looked at, to say
-/// why.
-pub(crate) async fn enqueue_on(
-    conn: &mut SqliteConnection,
-    lease: &Lease,
-    op: &NewOp,
-) -> Result<EnqueueResult, Error> {
-    let inserted = sqlx::query(OP_INSERT_IF_LEASE_HELD)
-        .bind(lease.resource.as_str())
-        .bind(lease.owner_id.as_uuid().hyphenated())
-        .bind(lease.token.get())
-        .bind(op.op_id.hyphenated())
-        .bind(op.destination.as_str())
-        .bind(op.idempotency_key.as_str())
-        .bind(&op.request_hash[..])
-        .bind(op.order_key.as_ref().map(OrderKey::as_str))
-        .bind(op.partition)
-        .bind(op.method.as_str())
-        .bind(&op.path)
-        .bind(&op.headers_json)
-        .bind(op.content_type.as_deref())
-        .bind(&op.body)
-        .bind(op.expire_with_generation)
-        .bind(op.delay_ms)
-        .bind(op.trace_context.as_deref())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    if let Some(row) = inserted {
-        if op.supersede_pending {
-            supersede_older(conn, lease, op).await?;
-        }
-        return Ok(Ok(op.inserted(row.col("id")?)));
-    }
-    if let Err(reason) = check_lease(lease_seen(conn, &lease.resource).await?, lease) {
-        return Ok(Err(Refusal::Rejected(reason)));
-    }
-    find_by_key(conn, op).await
-}
+impl Driver for SqliteStore {
+    const BACKEND: Backend = Backend::Sqlite;
+    type Conn = SqliteConnection;
+    type Tx = sqlx::Transaction<'static, sqlx::Sqlite>;
 
-/// The op holding `op`'s (destination, key): the same request is a duplicate, another one a
-/// conflict (G7).
-async fn find_by_key(conn: &mut SqliteConnection, op: &NewOp) -> Result<EnqueueResult, Error> {
-    let found = sqlx::query(OP_FIND_BY_KEY)
-        .bind(op.destination.as_str())
-        .bind(op.idempotency_key.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?
-        .map(|r| -> Result<FoundOp, Error> {
-            let op_id: Hyphenated = r.col("op_id")?;
-            Ok((
-                r.col("id")?,
-                op_id.into_uuid(),
-                r.col("request_hash")?,
-                r.col("state")?,
-            ))
+    /// `BEGIN IMMEDIATE`: the write lock is taken at once, so the reads and writes of the
+    /// transaction see one state and no other writer slips between them.
+    async fn begin(&self) -> Result<Self::Tx, Error> {
+        self.pool.begin_with(BEGIN_IMMEDIATE).await.map_err(map_err)
+    }
+
+    async fn begin_migration(&self) -> Result<Self::Tx, Error> {
+        self.pool.begin_with(MIGRATION_BEGIN).await.map_err(map_err)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), Error> {
+        tx.commit().await.map_err(map_err)
+    }
+
+    async fn rollback(tx: Self::Tx) -> Result<(), Error> {
+        tx.rollback().await.map_err(map_err)
+    }
+
+    async fn migration_table_create(c: &mut SqliteConnection) -> Result<(), Error> {
+        sqlx::query(MIGRATION_TABLE_CREATE)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn migration_list(c: &mut SqliteConnection) -> Result<Vec<AppliedMigration>, Error> {
+        sqlx::query(MIGRATION_LIST)
+            .fetch_all(c)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn migration_apply(c: &mut SqliteConnection, m: &Migration) -> Result<(), Error> {
+        sqlx::raw_sql(m.sql)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_insert(
+        c: &mut SqliteConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<Option<i64>, Error> {
+        sqlx::query(OP_INSERT_IF_LEASE_HELD)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(op.op_id.hyphenated())
+            .bind(op.destination.as_str())
+            .bind(op.idempotency_key.as_str())
+            .bind(&op.request_hash[..])
+            .bind(op.order_key.as_ref().map(OrderKey::as_str))
+            .bind(op.partition)
+            .bind(op.method.as_str())
+            .bind(&op.path)
+            .bind(&op.headers_json)
+            .bind(op.content_type.as_deref())
+            .bind(&op.body)
+            .bind(op.expire_with_generation)
+            .bind(op.delay_ms)
+            .bind(op.trace_context.as_deref())
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| r.col("id"))
+            .transpose()
+    }
+
+    async fn lease_seen(
+        c: &mut SqliteConnection,
+        resource: &ResourceName,
+    ) -> Result<Option<LeaseSeen>, Error> {
+        let row = sqlx::query(LEASE_CHECK)
+            .bind(resource.as_str())
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?;
+        row.map(|r| {
+            Ok(LeaseSeen {
+                owner_id: r
+                    .col::<Option<String>>("owner_id")?
+                    .map(|s| s.parse::<OwnerId>())
+                    .transpose()?,
+                fence: FencingToken::new(r.col("fence")?),
+                live: r.col::<Option<bool>>("live")?.unwrap_or(false),
+            })
         })
-        .transpose()?;
-    duplicate_or_conflict(found, op, Backend::Sqlite)
-}
+        .transpose()
+    }
 
-/// Supersedes the older-token pending ops of `op`'s resource and destination (G5).
-async fn supersede_older(
-    conn: &mut SqliteConnection,
-    lease: &Lease,
-    op: &NewOp,
-) -> Result<(), Error> {
-    sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
-        .bind(lease.resource.as_str())
-        .bind(op.destination.as_str())
-        .bind(lease.token.get())
-        .execute(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    Ok(())
+    async fn op_find_by_key(
+        c: &mut SqliteConnection,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<FoundOp>, Error> {
+        sqlx::query(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| -> Result<FoundOp, Error> {
+                let op_id: Hyphenated = r.col("op_id")?;
+                Ok((
+                    r.col("id")?,
+                    op_id.into_uuid(),
+                    r.col("request_hash")?,
+                    r.col("state")?,
+                ))
+            })
+            .transpose()
+    }
+
+    async fn op_supersede_older(
+        c: &mut SqliteConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<(), Error> {
+        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+            .bind(lease.resource.as_str())
+            .bind(op.destination.as_str())
+            .bind(lease.token.get())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn attempt_record_abandoned(
+        c: &mut SqliteConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<(), Error> {
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_requeue_abandoned(
+        c: &mut SqliteConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        Ok(with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?
+            .rows_affected())
+    }
+
+    async fn admin_op_lock(c: &mut SqliteConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
+        admin::op_lock(c, seqs).await
+    }
+
+    async fn admin_op_replay(c: &mut SqliteConnection, seqs: &[i64]) -> Result<(), Error> {
+        admin::op_replay(c, seqs).await
+    }
+
+    async fn admin_op_cancel(
+        c: &mut SqliteConnection,
+        seqs: &[i64],
+        note: &str,
+    ) -> Result<(), Error> {
+        admin::op_cancel(c, seqs, note).await
+    }
+
+    async fn admin_log_insert(
+        c: &mut SqliteConnection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        admin::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_purge_count(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        admin::purge_count(&self.pool, states, older_than_ms).await
+    }
+
+    async fn admin_purge(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        admin::purge(&self.pool, states, older_than_ms, batch).await
+    }
 }
 
 /// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads, bytes in hex.
@@ -684,39 +733,6 @@ fn with_partition_lease<'q>(
 /// A list of names as the JSON array `json_each` reads (SQLite has no array parameters).
 fn json_list(names: &[String]) -> String {
     serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())
-}
-
-/// The lease row of `resource` as this connection sees it; `None` when never leased.
-async fn lease_seen(
-    conn: &mut SqliteConnection,
-    resource: &ResourceName,
-) -> Result<Option<LeaseSeen>, Error> {
-    let row = sqlx::query(LEASE_CHECK)
-        .bind(resource.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    row.map(|r| {
-        Ok(LeaseSeen {
-            owner_id: r
-                .col::<Option<String>>("owner_id")?
-                .map(|s| s.parse::<OwnerId>())
-                .transpose()?,
-            fence: FencingToken::new(r.col("fence")?),
-            live: r.col::<Option<bool>>("live")?.unwrap_or(false),
-        })
-    })
-    .transpose()
-}
-
-/// Commits when the work was accepted, rolls back otherwise.
-async fn finish(tx: sqlx::Transaction<'_, sqlx::Sqlite>, commit: bool) -> Result<(), Error> {
-    if commit {
-        tx.commit().await
-    } else {
-        tx.rollback().await
-    }
-    .map_err(map_err)
 }
 
 /// Whether a `sqlite:` URL names a file rather than an in-memory database.

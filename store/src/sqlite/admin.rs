@@ -1,36 +1,37 @@
-//! The SQLite side of `outboxctl` (see `admin.rs`): one function per `sql/sqlite/admin_*` file;
-//! replay and cancel run in one `BEGIN IMMEDIATE` transaction per batch (SQLite's one writer).
+//! The SQLite side of `outboxctl` (see `admin/`): one function per `sql/sqlite/admin_*` file;
+//! the flows of replay, cancel and purge that run them are `admin/change.rs` (in one
+//! `BEGIN IMMEDIATE` transaction per batch: SQLite's one writer).
 
 use sqlx::Row;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::admin::{
-    self, Action, AttemptRow, Change, ChangeReport, OpDetail, OpFilter, OpSummary, PurgeReport,
-    StateCount, Status, attempt_row, locked_op, op_detail, op_summary, push_filter,
-};
+use sqlx::sqlite::{SqliteConnection, SqlitePool};
+
+use super::{Col as _, SqliteStore, map_err, rejection_row};
+use crate::admin::rows::{attempt_row, locked_op, op_detail, op_summary, push_filter};
+use crate::admin::{AttemptRow, Change, Locked, OpDetail, OpFilter, OpSummary, StateCount, Status};
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
-use crate::op::{OpState, RejectionRow};
-use crate::sqlite::{BEGIN_IMMEDIATE, Col as _, SqliteStore, map_err, rejection_row};
+use crate::op::RejectionRow;
 
-const ADMIN_STATUS_COUNTS: &str = include_str!("../sql/sqlite/admin_status_counts.sql");
-const ADMIN_STATUS_SUMMARY: &str = include_str!("../sql/sqlite/admin_status_summary.sql");
-const ADMIN_OP_LIST: &str = include_str!("../sql/sqlite/admin_op_list.sql");
-const ADMIN_DESTINATION_LIST: &str = include_str!("../sql/sqlite/admin_destination_list.sql");
-const ADMIN_OP_SHOW: &str = include_str!("../sql/sqlite/admin_op_show.sql");
-const ADMIN_OP_FIND: &str = include_str!("../sql/sqlite/admin_op_find.sql");
-const OP_FIND_BY_KEY: &str = include_str!("../sql/sqlite/op_find_by_key.sql");
-const ADMIN_ATTEMPT_LIST: &str = include_str!("../sql/sqlite/admin_attempt_list.sql");
-const ADMIN_ATTEMPT_TAIL: &str = include_str!("../sql/sqlite/admin_attempt_tail.sql");
-const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../sql/sqlite/admin_attempt_last_id.sql");
-const ADMIN_OP_LOCK: &str = include_str!("../sql/sqlite/admin_op_lock.sql");
-const ADMIN_OP_REPLAY: &str = include_str!("../sql/sqlite/admin_op_replay.sql");
-const ADMIN_OP_CANCEL: &str = include_str!("../sql/sqlite/admin_op_cancel.sql");
-const ADMIN_LOG_INSERT: &str = include_str!("../sql/sqlite/admin_log_insert.sql");
-const ADMIN_PURGE_COUNT: &str = include_str!("../sql/sqlite/admin_purge_count.sql");
-const ADMIN_PURGE: &str = include_str!("../sql/sqlite/admin_purge.sql");
-const ADMIN_REJECTION_LIST: &str = include_str!("../sql/sqlite/admin_rejection_list.sql");
+const ADMIN_STATUS_COUNTS: &str = include_str!("../../sql/sqlite/admin_status_counts.sql");
+const ADMIN_STATUS_SUMMARY: &str = include_str!("../../sql/sqlite/admin_status_summary.sql");
+const ADMIN_OP_LIST: &str = include_str!("../../sql/sqlite/admin_op_list.sql");
+const ADMIN_DESTINATION_LIST: &str = include_str!("../../sql/sqlite/admin_destination_list.sql");
+const ADMIN_OP_SHOW: &str = include_str!("../../sql/sqlite/admin_op_show.sql");
+const ADMIN_OP_FIND: &str = include_str!("../../sql/sqlite/admin_op_find.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../../sql/sqlite/op_find_by_key.sql");
+const ADMIN_ATTEMPT_LIST: &str = include_str!("../../sql/sqlite/admin_attempt_list.sql");
+const ADMIN_ATTEMPT_TAIL: &str = include_str!("../../sql/sqlite/admin_attempt_tail.sql");
+const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../../sql/sqlite/admin_attempt_last_id.sql");
+const ADMIN_OP_LOCK: &str = include_str!("../../sql/sqlite/admin_op_lock.sql");
+const ADMIN_OP_REPLAY: &str = include_str!("../../sql/sqlite/admin_op_replay.sql");
+const ADMIN_OP_CANCEL: &str = include_str!("../../sql/sqlite/admin_op_cancel.sql");
+const ADMIN_LOG_INSERT: &str = include_str!("../../sql/sqlite/admin_log_insert.sql");
+const ADMIN_PURGE_COUNT: &str = include_str!("../../sql/sqlite/admin_purge_count.sql");
+const ADMIN_PURGE: &str = include_str!("../../sql/sqlite/admin_purge.sql");
+const ADMIN_REJECTION_LIST: &str = include_str!("../../sql/sqlite/admin_rejection_list.sql");
 
 impl SqliteStore {
     /// Everything `status` reports but the partition leases (the caller adds them).
@@ -157,116 +158,6 @@ impl SqliteStore {
             .map_err(map_err)
     }
 
-    /// One batch of a replay or cancel, in one transaction.
-    pub(crate) async fn admin_change(
-        &self,
-        action: Action,
-        seqs: &[i64],
-        change: &Change,
-    ) -> Result<ChangeReport, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
-        let locked = sqlx::query(ADMIN_OP_LOCK)
-            .bind(json_ids(seqs))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| Ok(locked_op!(r)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(map_err)?;
-        let mut report = admin::decide(action, seqs, &locked, change.force);
-        report.dry_run = change.dry_run;
-        if change.dry_run {
-            tx.rollback().await.map_err(map_err)?;
-            return Ok(report);
-        }
-        if !report.changed.is_empty() {
-            let statement = match action {
-                Action::Replay => sqlx::query(ADMIN_OP_REPLAY).bind(json_ids(&report.changed)),
-                Action::Cancel => sqlx::query(ADMIN_OP_CANCEL)
-                    .bind(json_ids(&report.changed))
-                    .bind(admin::cancel_note(change)),
-            };
-            statement.execute(&mut *tx).await.map_err(map_err)?;
-        }
-        self.admin_log(
-            &mut tx,
-            change,
-            action.as_str(),
-            &admin::log_details(&report),
-        )
-        .await?;
-        tx.commit().await.map_err(map_err)?;
-        Ok(report)
-    }
-
-    async fn admin_log(
-        &self,
-        tx: &mut sqlx::SqliteConnection,
-        change: &Change,
-        action: &str,
-        details: &str,
-    ) -> Result<(), Error> {
-        sqlx::query(ADMIN_LOG_INSERT)
-            .bind(&change.actor)
-            .bind(action)
-            .bind(&change.reason)
-            .bind(details)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        Ok(())
-    }
-
-    pub(crate) async fn admin_purge(
-        &self,
-        states: &[OpState],
-        older_than_ms: i64,
-        change: &Change,
-    ) -> Result<PurgeReport, Error> {
-        let names: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
-        let names_json = serde_json::to_string(&names).unwrap_or_default();
-        let mut report = PurgeReport {
-            dry_run: change.dry_run,
-            ..PurgeReport::default()
-        };
-        if change.dry_run {
-            let rows = sqlx::query(ADMIN_PURGE_COUNT)
-                .bind(&names_json)
-                .bind(older_than_ms)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(map_err)?;
-            for r in rows {
-                admin::tally(&mut report, r.col("state")?, r.col("ops")?);
-            }
-            return Ok(report);
-        }
-        loop {
-            let deleted: Vec<String> = sqlx::query_scalar(ADMIN_PURGE)
-                .bind(&names_json)
-                .bind(older_than_ms)
-                .bind(admin::CHANGE_BATCH as i64)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(map_err)?;
-            for state in &deleted {
-                admin::tally(&mut report, state.clone(), 1);
-            }
-            if deleted.len() < admin::CHANGE_BATCH {
-                break;
-            }
-        }
-        let mut conn = self.pool.acquire().await.map_err(map_err)?;
-        let details = serde_json::json!({"older_than_ms": older_than_ms, "states": names, "deleted": report.by_state}).to_string();
-        self.admin_log(&mut conn, change, "purge", &details).await?;
-        Ok(report)
-    }
-
     pub(crate) async fn admin_rejections(
         &self,
         since_ms: i64,
@@ -282,6 +173,95 @@ impl SqliteStore {
             .map_err(map_err)?;
         rows.iter().map(rejection_row).collect()
     }
+}
+
+/// `admin_op_lock.sql`.
+pub(super) async fn op_lock(c: &mut SqliteConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
+    sqlx::query(ADMIN_OP_LOCK)
+        .bind(json_ids(seqs))
+        .fetch_all(c)
+        .await
+        .map_err(map_err)?
+        .iter()
+        .map(|r| Ok(locked_op!(r)))
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(map_err)
+}
+
+/// `admin_op_replay.sql`.
+pub(super) async fn op_replay(c: &mut SqliteConnection, seqs: &[i64]) -> Result<(), Error> {
+    sqlx::query(ADMIN_OP_REPLAY)
+        .bind(json_ids(seqs))
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// `admin_op_cancel.sql`.
+pub(super) async fn op_cancel(
+    c: &mut SqliteConnection,
+    seqs: &[i64],
+    note: &str,
+) -> Result<(), Error> {
+    sqlx::query(ADMIN_OP_CANCEL)
+        .bind(json_ids(seqs))
+        .bind(note)
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// `admin_log_insert.sql`.
+pub(super) async fn log_insert(
+    c: &mut SqliteConnection,
+    change: &Change,
+    action: &str,
+    details: &str,
+) -> Result<(), Error> {
+    sqlx::query(ADMIN_LOG_INSERT)
+        .bind(&change.actor)
+        .bind(action)
+        .bind(&change.reason)
+        .bind(details)
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// `admin_purge_count.sql`.
+pub(super) async fn purge_count(
+    pool: &SqlitePool,
+    states: &[&str],
+    older_than_ms: i64,
+) -> Result<Vec<(String, i64)>, Error> {
+    sqlx::query(ADMIN_PURGE_COUNT)
+        .bind(serde_json::to_string(states).unwrap_or_default())
+        .bind(older_than_ms)
+        .fetch_all(pool)
+        .await
+        .map_err(map_err)?
+        .iter()
+        .map(|r| Ok((r.col("state")?, r.col("ops")?)))
+        .collect()
+}
+
+/// `admin_purge.sql`: one batch.
+pub(super) async fn purge(
+    pool: &SqlitePool,
+    states: &[&str],
+    older_than_ms: i64,
+    batch: usize,
+) -> Result<Vec<String>, Error> {
+    sqlx::query_scalar(ADMIN_PURGE)
+        .bind(serde_json::to_string(states).unwrap_or_default())
+        .bind(older_than_ms)
+        .bind(batch as i64)
+        .fetch_all(pool)
+        .await
+        .map_err(map_err)
 }
 
 /// Ids as the JSON array the SQLite statements read with `json_each`.

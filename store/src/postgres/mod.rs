@@ -1,8 +1,9 @@
 //! The PostgreSQL backend: a sqlx pool and one function per SQL file in `sql/postgres/`.
 //! Lease time is `clock_timestamp()` inside the SQL; the application clock never decides (G2).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
+mod admin;
+
+use std::collections::HashMap;
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection as _, Row as _};
@@ -10,66 +11,60 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::StoreOptions;
+use crate::admin::{Change, Locked};
 use crate::dispatch::{
     Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
+use crate::driver::Driver;
+use crate::enqueue::{self, FoundOp, LeaseSeen, check_lease};
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
-use crate::migrate::{self, AppliedMigration, MigrationReport};
+use crate::migrate::AppliedMigration;
+use crate::migrate::Migration;
 use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
 };
-use crate::op::{
-    EnqueueResult, Enqueued, FoundOp, LeaseSeen, NewOp, Refusal, Rejection, RejectionRow,
-    check_lease, duplicate_or_conflict,
-};
+use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, Rejection, RejectionRow};
 
-const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../sql/postgres/lease_acquire_if_free.sql");
-const LEASE_RENEW_IF_OWNER: &str = include_str!("../sql/postgres/lease_renew_if_owner.sql");
-const LEASE_RELEASE_IF_OWNER: &str = include_str!("../sql/postgres/lease_release_if_owner.sql");
-const LEASE_LIST: &str = include_str!("../sql/postgres/lease_list.sql");
+const LEASE_ACQUIRE_IF_FREE: &str = include_str!("../../sql/postgres/lease_acquire_if_free.sql");
+const LEASE_RENEW_IF_OWNER: &str = include_str!("../../sql/postgres/lease_renew_if_owner.sql");
+const LEASE_RELEASE_IF_OWNER: &str = include_str!("../../sql/postgres/lease_release_if_owner.sql");
+const LEASE_LIST: &str = include_str!("../../sql/postgres/lease_list.sql");
 const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
-    include_str!("../sql/postgres/op_insert_batch_if_lease_held.sql");
-const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../sql/postgres/op_insert_if_lease_held.sql");
-/// The enqueue statements without their `ON CONFLICT` arbiter: a key that exists already fails
-/// the whole statement (nothing written) instead of skipping the row. Speculative insertion
-/// costs every row an arbiter probe and a second WAL record (about a fifth of a 100-row
-/// insert, measured with pgbench); keys exist only when a producer retries, so enqueues on
-/// their own connection try these first and fall back to the arbiter statements on a unique
-/// violation. Inside a caller's transaction a failed statement would abort it, so there only
-/// the arbiter statements run.
-static OP_INSERT_NEW_IF_LEASE_HELD: LazyLock<String> =
-    LazyLock::new(|| without_arbiter(OP_INSERT_IF_LEASE_HELD));
-static OP_INSERT_BATCH_NEW_IF_LEASE_HELD: LazyLock<String> =
-    LazyLock::new(|| without_arbiter(OP_INSERT_BATCH_IF_LEASE_HELD));
-/// The arbiter clause both enqueue statements carry, on a line of its own.
-const ARBITER: &str = "ON CONFLICT (destination, idempotency_key) DO NOTHING";
-const LEASE_CHECK: &str = include_str!("../sql/postgres/lease_check.sql");
+    include_str!("../../sql/postgres/op_insert_batch_if_lease_held.sql");
+const OP_INSERT_IF_LEASE_HELD: &str =
+    include_str!("../../sql/postgres/op_insert_if_lease_held.sql");
+const OP_INSERT_NEW_IF_LEASE_HELD: &str =
+    include_str!("../../sql/postgres/op_insert_new_if_lease_held.sql");
+const OP_INSERT_BATCH_NEW_IF_LEASE_HELD: &str =
+    include_str!("../../sql/postgres/op_insert_batch_new_if_lease_held.sql");
+const LEASE_CHECK: &str = include_str!("../../sql/postgres/lease_check.sql");
 const OP_SUPERSEDE_OLDER_PENDING: &str =
-    include_str!("../sql/postgres/op_supersede_older_pending.sql");
-const OP_FIND_BY_KEY: &str = include_str!("../sql/postgres/op_find_by_key.sql");
-const REJECTION_INSERT: &str = include_str!("../sql/postgres/rejection_insert.sql");
-const REJECTION_LIST: &str = include_str!("../sql/postgres/rejection_list.sql");
-const OP_CLAIM_DUE: &str = include_str!("../sql/postgres/op_claim_due.sql");
+    include_str!("../../sql/postgres/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../../sql/postgres/op_find_by_key.sql");
+const REJECTION_INSERT: &str = include_str!("../../sql/postgres/rejection_insert.sql");
+const REJECTION_LIST: &str = include_str!("../../sql/postgres/rejection_list.sql");
+const OP_CLAIM_DUE: &str = include_str!("../../sql/postgres/op_claim_due.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
-    include_str!("../sql/postgres/op_supersede_stale_generation.sql");
+    include_str!("../../sql/postgres/op_supersede_stale_generation.sql");
 const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
-    include_str!("../sql/postgres/op_complete_batch_if_claimed.sql");
-const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../sql/postgres/attempt_record_abandoned.sql");
-const OP_REQUEUE_ABANDONED: &str = include_str!("../sql/postgres/op_requeue_abandoned.sql");
-const OP_RELEASE_CLAIM: &str = include_str!("../sql/postgres/op_release_claim.sql");
+    include_str!("../../sql/postgres/op_complete_batch_if_claimed.sql");
+const ATTEMPT_RECORD_ABANDONED: &str =
+    include_str!("../../sql/postgres/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../../sql/postgres/op_requeue_abandoned.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../../sql/postgres/op_release_claim.sql");
 const LEASE_SET_PARTITIONS_IF_OWNER: &str =
-    include_str!("../sql/postgres/lease_set_partitions_if_owner.sql");
+    include_str!("../../sql/postgres/lease_set_partitions_if_owner.sql");
 const LEASE_LIST_PARTITION_CONFLICTS: &str =
-    include_str!("../sql/postgres/lease_list_partition_conflicts.sql");
-const OP_STATS: &str = include_str!("../sql/postgres/op_stats.sql");
-const WAKEUP_SET: &str = include_str!("../sql/postgres/wakeup_set.sql");
-const OP_NEXT_DUE: &str = include_str!("../sql/postgres/op_next_due.sql");
-const OP_PURGE_FINISHED: &str = include_str!("../sql/postgres/op_purge_finished.sql");
-const OP_UNROUTED_LIST: &str = include_str!("../sql/postgres/op_unrouted_list.sql");
-const MIGRATION_BEGIN: &str = include_str!("../sql/postgres/migration_begin.sql");
-const MIGRATION_TABLE_CREATE: &str = include_str!("../sql/postgres/migration_table_create.sql");
-const MIGRATION_LIST: &str = include_str!("../sql/postgres/migration_list.sql");
-const MIGRATION_RECORD: &str = include_str!("../sql/postgres/migration_record.sql");
+    include_str!("../../sql/postgres/lease_list_partition_conflicts.sql");
+const OP_STATS: &str = include_str!("../../sql/postgres/op_stats.sql");
+const WAKEUP_SET: &str = include_str!("../../sql/postgres/wakeup_set.sql");
+const OP_NEXT_DUE: &str = include_str!("../../sql/postgres/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../../sql/postgres/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../../sql/postgres/op_unrouted_list.sql");
+const MIGRATION_BEGIN: &str = include_str!("../../sql/postgres/migration_begin.sql");
+const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/postgres/migration_table_create.sql");
+const MIGRATION_LIST: &str = include_str!("../../sql/postgres/migration_list.sql");
+const MIGRATION_RECORD: &str = include_str!("../../sql/postgres/migration_record.sql");
 
 /// A connection pool to one PostgreSQL database.
 #[derive(Debug, Clone)]
@@ -115,49 +110,6 @@ impl PgStore {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
-    }
-
-    pub(crate) async fn migrate(&self) -> Result<MigrationReport, Error> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
-        sqlx::query(MIGRATION_BEGIN)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        sqlx::query(MIGRATION_TABLE_CREATE)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        let applied: Vec<AppliedMigration> = sqlx::query(MIGRATION_LIST)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| {
-                Ok(AppliedMigration {
-                    version: r.col("version")?,
-                    name: r.col("name")?,
-                    checksum: r.col("checksum")?,
-                })
-            })
-            .collect::<Result<_, Error>>()?;
-        let (pending, mut report) =
-            migrate::plan(migrate::migrations(Backend::Postgres), &applied)?;
-        for m in pending {
-            sqlx::raw_sql(m.sql)
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            sqlx::query(MIGRATION_RECORD)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(m.checksum())
-                .execute(&mut *tx)
-                .await
-                .map_err(map_err)?;
-            report.applied.push(migrate::label(m));
-        }
-        tx.commit().await.map_err(map_err)?;
-        Ok(report)
     }
 
     pub(crate) async fn lease_acquire(
@@ -238,22 +190,21 @@ impl PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
-        if !op.supersede_pending {
-            let mut conn = self.pool.acquire().await.map_err(map_err)?;
-            match insert_query(OP_INSERT_NEW_IF_LEASE_HELD.as_str(), lease, op)
-                .fetch_optional(&mut *conn)
-                .await
-            {
-                Ok(row) => return settle_insert(&mut conn, lease, op, row).await,
-                Err(e) if is_unique_violation(&e) => {}
-                Err(e) => return Err(map_err(e)),
-            }
-            return enqueue_on(&mut conn, lease, op).await;
+        if op.supersede_pending {
+            return enqueue::in_transaction(self, lease, op).await;
         }
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
-        let result = enqueue_on(&mut tx, lease, op).await?;
-        finish(tx, result.is_ok()).await?;
-        Ok(result)
+        let mut conn = self.pool.acquire().await.map_err(map_err)?;
+        match insert_query(OP_INSERT_NEW_IF_LEASE_HELD, lease, op)
+            .fetch_optional(&mut *conn)
+            .await
+        {
+            Ok(row) => {
+                let inserted = row.map(|r| r.col("id")).transpose()?;
+                enqueue::settle::<Self>(&mut conn, lease, op, inserted).await
+            }
+            Err(e) if is_unique_violation(&e) => enqueue::on::<Self>(&mut conn, lease, op).await,
+            Err(e) => Err(map_err(e)),
+        }
     }
 
     /// All or nothing: one statement inserts the whole batch under the share-locked lease.
@@ -263,18 +214,18 @@ impl PgStore {
         &self,
         lease: &Lease,
         ops: &[NewOp],
-    ) -> Result<Result<Vec<Enqueued>, Refusal>, Error> {
+    ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         // A key that exists already, or twice in the batch, fails this statement with a unique
         // violation and nothing written; the transaction below then sorts it out.
         if !ops.iter().any(|o| o.supersede_pending) {
-            match batch_query(OP_INSERT_BATCH_NEW_IF_LEASE_HELD.as_str(), lease, ops)
+            match batch_query(OP_INSERT_BATCH_NEW_IF_LEASE_HELD, lease, ops)
                 .fetch_one(&self.pool)
                 .await
             {
                 Ok(row) => {
                     let inserted = batch_inserted(&row)?;
                     if let Err(reason) = check_lease(lease_seen(Some(row))?, lease) {
-                        return Ok(Err(Refusal::Rejected(reason)));
+                        return Ok(Err(NotEnqueued::Rejected(reason)));
                     }
                     return Ok(Ok(ops
                         .iter()
@@ -285,38 +236,17 @@ impl PgStore {
                 Err(e) => return Err(map_err(e)),
             }
         }
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
+        let mut tx = self.begin().await?;
         let row = batch_query(OP_INSERT_BATCH_IF_LEASE_HELD, lease, ops)
             .fetch_one(&mut *tx)
             .await
             .map_err(map_err)?;
         let inserted = batch_inserted(&row)?;
         if let Err(reason) = check_lease(lease_seen(Some(row))?, lease) {
-            finish(tx, false).await?;
-            return Ok(Err(Refusal::Rejected(reason)));
+            Self::rollback(tx).await?;
+            return Ok(Err(NotEnqueued::Rejected(reason)));
         }
-        let mut done = Vec::with_capacity(ops.len());
-        let mut superseded = HashSet::new();
-        for op in ops {
-            let enqueued = match inserted.get(&op.op_id) {
-                Some(&seq) => {
-                    if op.supersede_pending && superseded.insert(op.destination.as_str()) {
-                        supersede_older(&mut tx, lease, op).await?;
-                    }
-                    op.inserted(seq)
-                }
-                None => match find_by_key(&mut tx, op).await? {
-                    Ok(existing) => existing,
-                    Err(conflict) => {
-                        finish(tx, false).await?;
-                        return Ok(Err(conflict));
-                    }
-                },
-            };
-            done.push(enqueued);
-        }
-        finish(tx, true).await?;
-        Ok(Ok(done))
+        enqueue::assemble::<Self>(tx, lease, ops, &inserted).await
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
@@ -378,7 +308,7 @@ impl PgStore {
         Ok(Claimed::new(decoded, superseded))
     }
 
-    /// Records completions in one statement; each is checked on its own, so a refused one
+    /// Records completions in one statement; each is checked on its own, so a discarded one
     /// does not hold back the others.
     pub(crate) async fn op_complete_batch(
         &self,
@@ -429,24 +359,6 @@ impl PgStore {
             .iter()
             .map(|c| applied.contains(&c.seq))
             .collect())
-    }
-
-    pub(crate) async fn op_requeue_abandoned(
-        &self,
-        lease: &Lease,
-        part: Partition,
-    ) -> Result<u64, Error> {
-        let mut tx = self.pool.begin().await.map_err(map_err)?;
-        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        let requeued = with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
-            .execute(&mut *tx)
-            .await
-            .map_err(map_err)?;
-        tx.commit().await.map_err(map_err)?;
-        Ok(requeued.rows_affected())
     }
 
     pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
@@ -581,17 +493,194 @@ impl PgStore {
     }
 }
 
-/// The fenced enqueue on one connection: the caller's transaction, or ours.
-pub(crate) async fn enqueue_on(
-    conn: &mut PgConnection,
-    lease: &Lease,
-    op: &NewOp,
-) -> Result<EnqueueResult, Error> {
-    let row = insert_query(OP_INSERT_IF_LEASE_HELD, lease, op)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    settle_insert(conn, lease, op, row).await
+impl Driver for PgStore {
+    const BACKEND: Backend = Backend::Postgres;
+    type Conn = PgConnection;
+    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+    async fn begin(&self) -> Result<Self::Tx, Error> {
+        self.pool.begin().await.map_err(map_err)
+    }
+
+    async fn begin_migration(&self) -> Result<Self::Tx, Error> {
+        let mut tx = self.begin().await?;
+        sqlx::query(MIGRATION_BEGIN)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        Ok(tx)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), Error> {
+        tx.commit().await.map_err(map_err)
+    }
+
+    async fn rollback(tx: Self::Tx) -> Result<(), Error> {
+        tx.rollback().await.map_err(map_err)
+    }
+
+    async fn migration_table_create(c: &mut PgConnection) -> Result<(), Error> {
+        sqlx::query(MIGRATION_TABLE_CREATE)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn migration_list(c: &mut PgConnection) -> Result<Vec<AppliedMigration>, Error> {
+        sqlx::query(MIGRATION_LIST)
+            .fetch_all(c)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn migration_apply(c: &mut PgConnection, m: &Migration) -> Result<(), Error> {
+        sqlx::raw_sql(m.sql)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_insert(
+        c: &mut PgConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<Option<i64>, Error> {
+        insert_query(OP_INSERT_IF_LEASE_HELD, lease, op)
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| r.col("id"))
+            .transpose()
+    }
+
+    async fn lease_seen(
+        c: &mut PgConnection,
+        resource: &ResourceName,
+    ) -> Result<Option<LeaseSeen>, Error> {
+        let row = sqlx::query(LEASE_CHECK)
+            .bind(resource.as_str())
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?;
+        lease_seen(row)
+    }
+
+    async fn op_find_by_key(
+        c: &mut PgConnection,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<FoundOp>, Error> {
+        sqlx::query(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| -> Result<FoundOp, Error> {
+                Ok((
+                    r.col("id")?,
+                    r.col("op_id")?,
+                    r.col("request_hash")?,
+                    r.col("state")?,
+                ))
+            })
+            .transpose()
+    }
+
+    async fn op_supersede_older(
+        c: &mut PgConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<(), Error> {
+        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+            .bind(lease.resource.as_str())
+            .bind(op.destination.as_str())
+            .bind(lease.token.get())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn attempt_record_abandoned(
+        c: &mut PgConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<(), Error> {
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_requeue_abandoned(
+        c: &mut PgConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        Ok(with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?
+            .rows_affected())
+    }
+
+    async fn admin_op_lock(c: &mut PgConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
+        admin::op_lock(c, seqs).await
+    }
+
+    async fn admin_op_replay(c: &mut PgConnection, seqs: &[i64]) -> Result<(), Error> {
+        admin::op_replay(c, seqs).await
+    }
+
+    async fn admin_op_cancel(c: &mut PgConnection, seqs: &[i64], note: &str) -> Result<(), Error> {
+        admin::op_cancel(c, seqs, note).await
+    }
+
+    async fn admin_log_insert(
+        c: &mut PgConnection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        admin::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_purge_count(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        admin::purge_count(&self.pool, states, older_than_ms).await
+    }
+
+    async fn admin_purge(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        admin::purge(&self.pool, states, older_than_ms, batch).await
+    }
 }
 
 /// An enqueue statement (`op_insert_if_lease_held.sql`, with or without its arbiter) bound to
@@ -615,34 +704,6 @@ fn insert_query<'q>(sql: &'static str, lease: &'q Lease, op: &'q NewOp) -> Query
         .bind(op.expire_with_generation)
         .bind(op.delay_ms)
         .bind(op.trace_context.as_deref())
-}
-
-/// What an enqueue statement's answer means: inserted (superseding older pending ops when
-/// asked); or, with no row, refused for the lease or skipped for an existing key (a duplicate
-/// or a conflict), told apart by reading the lease and the key. Only that rare path costs
-/// those reads: returning the lease from the insert itself takes a join that slows every
-/// enqueue (about 5% at 16 producers, measured with pgbench).
-async fn settle_insert(
-    conn: &mut PgConnection,
-    lease: &Lease,
-    op: &NewOp,
-    row: Option<PgRow>,
-) -> Result<EnqueueResult, Error> {
-    if let Some(row) = row {
-        if op.supersede_pending {
-            supersede_older(conn, lease, op).await?;
-        }
-        return Ok(Ok(op.inserted(row.col("id")?)));
-    }
-    let seen = sqlx::query(LEASE_CHECK)
-        .bind(lease.resource.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    if let Err(reason) = check_lease(lease_seen(seen)?, lease) {
-        return Ok(Err(Refusal::Rejected(reason)));
-    }
-    find_by_key(conn, op).await
 }
 
 /// The batch enqueue statement (`op_insert_batch_if_lease_held.sql`, with or without its
@@ -678,53 +739,9 @@ fn batch_inserted(row: &PgRow) -> Result<HashMap<Uuid, i64>, Error> {
     Ok(op_ids.into_iter().zip(ids).collect())
 }
 
-/// Supersedes the older-token pending ops of `op`'s resource and destination (G5).
-async fn supersede_older(conn: &mut PgConnection, lease: &Lease, op: &NewOp) -> Result<(), Error> {
-    sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
-        .bind(lease.resource.as_str())
-        .bind(op.destination.as_str())
-        .bind(lease.token.get())
-        .execute(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    Ok(())
-}
-
-/// `sql` without its [`ARBITER`] line.
-fn without_arbiter(sql: &str) -> String {
-    let kept: Vec<&str> = sql.lines().filter(|l| l.trim() != ARBITER).collect();
-    assert_eq!(
-        kept.len() + 1,
-        sql.lines().count(),
-        "one arbiter line in {sql}"
-    );
-    kept.join("\n")
-}
-
 /// A unique violation: the statement failed whole and wrote nothing.
 fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
-/// The op holding `op`'s (destination, key): the same request is a duplicate, another one a
-/// conflict (G7).
-async fn find_by_key(conn: &mut PgConnection, op: &NewOp) -> Result<EnqueueResult, Error> {
-    let found = sqlx::query(OP_FIND_BY_KEY)
-        .bind(op.destination.as_str())
-        .bind(op.idempotency_key.as_str())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?
-        .map(|r| -> Result<FoundOp, Error> {
-            Ok((
-                r.col("id")?,
-                r.col("op_id")?,
-                r.col("request_hash")?,
-                r.col("state")?,
-            ))
-        })
-        .transpose()?;
-    duplicate_or_conflict(found, op, Backend::Postgres)
 }
 
 /// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
@@ -845,16 +862,6 @@ fn lease_seen(row: Option<PgRow>) -> Result<Option<LeaseSeen>, Error> {
         fence: FencingToken::new(fence),
         live: row.col::<Option<bool>>("live")?.unwrap_or(false),
     }))
-}
-
-/// Commits when the work was accepted, rolls back otherwise.
-async fn finish(tx: sqlx::Transaction<'_, sqlx::Postgres>, commit: bool) -> Result<(), Error> {
-    if commit {
-        tx.commit().await
-    } else {
-        tx.rollback().await
-    }
-    .map_err(map_err)
 }
 
 /// Maps a driver error to its portable kind, by SQLSTATE where there is one.

@@ -1,0 +1,26 @@
+-- The most-run statement: the fenced enqueue of one op on its own connection, as
+-- op_insert_if_lease_held.sql but without its ON CONFLICT arbiter: a key that exists already
+-- fails the whole statement with a unique violation (nothing written) instead of skipping the
+-- row. Speculative insertion costs every row an arbiter probe and a second WAL record (about a
+-- fifth of an insert, measured with pgbench); keys exist only when a producer retries, so
+-- enqueues outside a caller's transaction try this first and fall back to
+-- op_insert_if_lease_held.sql on a unique violation (G4, G7). Inside a caller's transaction a
+-- failed statement would abort it, so there only the arbiter statement runs.
+-- Parameters: as op_insert_if_lease_held.sql, $1..$17.
+-- Returns the new op's id, or no row when the lease check failed (lease_check.sql tells why).
+INSERT INTO outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
+                        request_hash, order_key, partition, method, path, headers,
+                        content_type, body, expire_with_generation, next_attempt_at,
+                        trace_context)
+SELECT $4, $1, $3, $2, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15,
+       clock_timestamp() + $16::bigint * interval '1 millisecond', $17
+FROM outbox_leases
+WHERE resource = $1
+  AND owner_id = $2
+  AND fence = $3
+  AND expires_at > clock_timestamp()
+FOR SHARE
+RETURNING id,
+          (SELECT count(pg_notify('outbox_ops', partition::text))
+           FROM outbox_wakeups
+           WHERE listening) AS notified
