@@ -1,4 +1,4 @@
-//! The `Outbox` handle and leases for applications: [`Outbox::try_acquire`], [`Outbox::renew`], [`Outbox::release`].
+//! Leases for applications: [`Outbox::try_acquire`], [`Outbox::renew`], [`Outbox::release`].
 //!
 //! Invariant: at most one unexpired lease per resource by the database clock (G2), and every
 //! acquisition gets a token larger than all before it (G1). A paused process keeps its `Lease`
@@ -10,64 +10,11 @@
 
 use std::time::Duration;
 
-use outbox_store::{
-    InvalidInput, Lease, LeaseRow, MigrationReport, Partition, ResourceName, Store, StoreOptions,
-};
+use outbox_store::{InvalidInput, Lease, LeaseRow, Partition, ResourceName};
 
-use crate::Error;
-
-/// The producer's handle on the outbox database: leases now, fenced enqueue on top.
-/// Cheap to clone; clones share one connection pool.
-#[derive(Debug, Clone)]
-pub struct Outbox {
-    store: Store,
-    max_body_bytes: usize,
-}
+use crate::{Error, Outbox};
 
 impl Outbox {
-    /// Connects by URL (`postgres://…`, `sqlite://path`) with default options: leases of
-    /// 5 s..=300 s.
-    pub async fn connect(url: &str) -> Result<Outbox, Error> {
-        Outbox::connect_with(url, StoreOptions::default()).await
-    }
-
-    /// Connects by URL with the given pool and lease-bound options.
-    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Outbox, Error> {
-        Ok(Outbox::from_store(Store::connect(url, options).await?))
-    }
-
-    /// Wraps a store that is already connected.
-    pub fn from_store(store: Store) -> Outbox {
-        Outbox {
-            store,
-            max_body_bytes: crate::op::DEFAULT_MAX_BODY_BYTES,
-        }
-    }
-
-    /// Sets the largest op body accepted, in bytes (default 1 MiB); refused above the hard
-    /// ceiling of [`MAX_BODY_BYTES_CEILING`](crate::MAX_BODY_BYTES_CEILING) (16 MiB) or at 0.
-    /// The dispatcher has a limit of its own (`dispatcher.max_body_bytes`): keep it as large.
-    pub fn with_max_body_bytes(mut self, limit: usize) -> Result<Outbox, Error> {
-        outbox_store::request::check_body_limit("max_body_bytes", limit)?;
-        self.max_body_bytes = limit;
-        Ok(self)
-    }
-
-    /// The largest op body accepted, in bytes.
-    pub fn max_body_bytes(&self) -> usize {
-        self.max_body_bytes
-    }
-
-    /// The store underneath, shared with the dispatcher and admin roles.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
-    /// Creates or upgrades the outbox tables.
-    pub async fn migrate(&self) -> Result<MigrationReport, Error> {
-        Ok(self.store.migrate().await?)
-    }
-
     /// Acquires `resource` for `ttl` if nobody holds it; `None` when another owner does.
     /// The returned lease has a fresh owner id and a token larger than any before (G1).
     /// `dispatcher/<n>` is refused with [`Error::Invalid`]: those leases are the dispatcher's.

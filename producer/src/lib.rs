@@ -34,14 +34,15 @@ mod error;
 mod keeper;
 mod lease;
 mod op;
+mod outbox;
 
 pub use error::Error;
 pub use keeper::LeaseKeeper;
-pub use lease::Outbox;
 pub use op::{
     DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_CEILING, MAX_HEADER_VALUE_LEN, MAX_HEADERS,
     MAX_NOT_BEFORE, MAX_PATH_LEN, Operation, OperationBuilder,
 };
+pub use outbox::Outbox;
 pub use outbox_store::{
     Backend, Conn, DestinationName, Enqueued, FencingToken, IdempotencyKey, InvalidInput, Lease,
     LeaseRow, Method, OpState, OrderKey, OwnerId, RejectionRow, ResourceName, StoreError,
