@@ -31,6 +31,7 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo check -p outboxctl (outboxctl builds without the daemon's HTTP stack)" && cargo check -p outboxctl --locked
 
 echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, asserts no speed)"
 cargo build --locked -p outbox-bench -p outbox-dispatcher

@@ -2,8 +2,10 @@
 //! workers run the month-end account statement job for one account under a short lease; a
 //! local HTTP server stands in for the third-party statement API (it cannot check tokens);
 //! the real dispatcher delivers. Worker A is paused past its lease, B takes over and its
-//! statement is sent, A wakes up and its enqueue is refused as stale. The demo checks every
-//! step and says so; it succeeds only when each expectation held.
+//! statement is sent, A wakes up and its enqueue is rejected as stale. The demo checks every
+//! step and says so; it succeeds only when each expectation held. A command of the binary,
+//! not of the library: it drives the daemon through the library's public
+//! [`outbox_dispatcher::run`].
 
 use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
@@ -16,7 +18,7 @@ use outbox_producer::{Error as ProducerError, Operation, Outbox};
 use outbox_store::{Store, StoreOptions, TtlBounds};
 use tokio_util::sync::CancellationToken;
 
-use crate::Config;
+use outbox_dispatcher::Config;
 
 /// The resource both workers lease: one account's statement for one month.
 const RESOURCE: &str = "statement:account-1842:2026-07";
@@ -111,7 +113,7 @@ impl Narrator {
 
 /// Runs the story on an SQLite file in a temporary folder, or on `database_url`. `Ok(true)`
 /// when every expectation held.
-pub async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
+pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
     let dir = tempfile::tempdir().context("create a temporary folder")?;
     let names = match &database_url {
         None => Names {
@@ -145,7 +147,10 @@ pub async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
     store.migrate().await?;
     let outbox = Outbox::from_store(store.clone());
     let shutdown = CancellationToken::new();
-    let dispatcher = tokio::spawn(crate::run(dispatcher_config(&url, &api)?, shutdown.clone()));
+    let dispatcher = tokio::spawn(outbox_dispatcher::run(
+        dispatcher_config(&url, &api)?,
+        shutdown.clone(),
+    ));
     n.say(
         "setup",
         &format!(

@@ -1,5 +1,8 @@
 //! The `outbox-dispatcher` binary: arguments, configuration, logging, and SIGINT/SIGTERM into
-//! a cancellation token; then `run`. A second signal exits at once.
+//! a cancellation token; then `run`. A second signal exits at once. `demo` is a command of
+//! this binary only (`demo.rs`).
+
+mod demo;
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -26,7 +29,7 @@ struct Args {
 enum Command {
     /// Validate the configuration and print it, secrets shown as ***.
     CheckConfig,
-    /// Tell the seed's story live: a paused worker's stale call is refused while the new
+    /// Tell the seed's story live: a paused worker's stale call is rejected while the new
     /// owner's is delivered. Needs no set-up (SQLite in a temporary folder, a local stand-in
     /// API); exits 0 only when every expectation held.
     Demo {
@@ -58,7 +61,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        return runtime.block_on(outbox_dispatcher::demo::run(database_url));
+        return runtime.block_on(demo::run(database_url));
     }
     let text = match &args.config {
         Some(path) => Some(

@@ -13,7 +13,7 @@ pub const DELIVERED: &str = "outbox_delivered_total";
 pub const DEAD: &str = "outbox_dead_total";
 /// Retries scheduled, by `destination`.
 pub const RETRIES: &str = "outbox_retries_total";
-/// Completions refused by the database because this dispatcher no longer held the claim or
+/// Completions discarded by the database because this dispatcher no longer held the claim or
 /// the partition lease (G9); the op's fate is decided by the current leader.
 pub const STALE_COMPLETIONS: &str = "outbox_stale_completions_total";
 /// Completions the database refused even without their excerpt and error: the op stays in

@@ -7,7 +7,7 @@
 //! expire it. An attempt starts only if its whole timeout fits in the trusted window (G9). A
 //! renewal that fails, is refused or is slow cancels `lost`: the leader stops claiming and
 //! steps down. On pause the renewals stop with the process; on resume the window has passed,
-//! nothing new starts, and any completion the old leader sends is refused by the database
+//! nothing new starts, and any completion the old leader sends is discarded by the database
 //! (owner and token checked in the same statement). On crash the lease expires and a standby
 //! takes over, re-queueing what was left in flight.
 
@@ -18,10 +18,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// The longest attempt timeout a lease of `ttl` allows: two thirds of it.
-pub fn longest_attempt(ttl: Duration) -> Duration {
-    ttl * 2 / 3
-}
+pub use crate::config::longest_attempt;
 
 /// The part of the TTL never trusted: a tenth, at least 50 ms, for clock-rate drift and the
 /// time the completion itself takes.

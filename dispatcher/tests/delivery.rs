@@ -206,7 +206,7 @@ async fn a_timeout_is_recorded_as_unknown_then_retried(db: TestDb) {
     );
 }
 
-async fn ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel(db: TestDb) {
+async fn g8_ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     let mut leases = Vec::new();
@@ -332,7 +332,7 @@ async fn unrouted_ops_wait_and_superseded_ops_are_never_sent(db: TestDb) {
     assert_eq!(keys, ["new"], "superseded and unrouted ops were never sent");
 }
 
-async fn graceful_shutdown_leaves_nothing_in_flight(db: TestDb) {
+async fn g12_graceful_shutdown_leaves_nothing_in_flight(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script(
@@ -548,7 +548,7 @@ async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
 
 /// Three partitions served by two dispatchers: every op is delivered exactly once, and ops of
 /// one key stay in order (a key always falls in the same partition).
-async fn partitions_split_the_work_between_dispatchers(db: TestDb) {
+async fn g12_partitions_split_the_work_between_dispatchers(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     for k in 0..12 {
@@ -588,7 +588,7 @@ async fn partitions_split_the_work_between_dispatchers(db: TestDb) {
 }
 
 conformance!(
-    partitions_split_the_work_between_dispatchers,
+    g12_partitions_split_the_work_between_dispatchers,
     a_rate_limit_spreads_deliveries,
     retention_purges_finished_ops_but_keeps_dead_ones,
     a_hanging_destination_does_not_delay_the_others,
@@ -598,15 +598,15 @@ conformance!(
     a_400_is_dead_at_once_and_stays_visible,
     retry_after_is_honoured,
     a_timeout_is_recorded_as_unknown_then_retried,
-    ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel,
+    g8_ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel,
     unrouted_ops_wait_and_superseded_ops_are_never_sent,
-    graceful_shutdown_leaves_nothing_in_flight,
+    g12_graceful_shutdown_leaves_nothing_in_flight,
 );
 
 /// With the database down the dispatcher stays up, /readyz says 503, and once the database is
 /// back it becomes ready and delivers what was enqueued before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_unreachable_at_start_means_not_ready_until_it_is_back() {
+async fn g6_postgres_unreachable_at_start_means_not_ready_until_it_is_back() {
     let Some(db) = TestDb::postgres_own_cluster().await else {
         return;
     };

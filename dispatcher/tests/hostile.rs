@@ -405,7 +405,7 @@ fn assert_escaped_excerpt(attempt: &AttemptRow) {
 /// A 500 (retried) and a 400 (permanent) whose bodies hold NUL, bytes that are not UTF-8 and
 /// terminal escapes: both ops are dead, every attempt is recorded with its excerpt escaped,
 /// and the op enqueued after them is delivered.
-async fn failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) {
+async fn g11_failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) {
     let server = RawServer::start().await;
     server.on("/500", [Answer::whole(500, "", HOSTILE_BODY)]);
     server.on("/400", [Answer::whole(400, "", HOSTILE_BODY)]);
@@ -438,7 +438,7 @@ async fn failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) 
 
 /// A 200 whose body holds NUL, bytes that are not UTF-8 and terminal escapes: delivered, its
 /// excerpt escaped, and the op enqueued after it is delivered too.
-async fn a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb) {
+async fn g11_a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb) {
     let server = RawServer::start().await;
     server.on("/200", [Answer::whole(200, "", HOSTILE_BODY)]);
     run_case(
@@ -459,7 +459,7 @@ async fn a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb
 
 /// Bodies that never end (a chunked 200, a 500 without a length): the dispatcher reads 64 KiB,
 /// hangs up well before its timeout, and the server could write only a bounded amount.
-async fn an_endless_body_is_cut_off_and_recorded(db: TestDb) {
+async fn g11_an_endless_body_is_cut_off_and_recorded(db: TestDb) {
     let server = RawServer::start().await;
     server.on("/endless-200", [Answer::endless(200, true)]);
     server.on("/endless-500", [Answer::endless(500, false)]);
@@ -517,7 +517,7 @@ async fn an_endless_body_is_cut_off_and_recorded(db: TestDb) {
 
 /// 5000 response headers: an outcome is recorded (with its error unless delivered), the op
 /// ends dead or delivered, and the op enqueued after it is delivered.
-async fn thousands_of_headers_end_as_a_recorded_outcome(db: TestDb) {
+async fn g11_thousands_of_headers_end_as_a_recorded_outcome(db: TestDb) {
     let server = RawServer::start().await;
     let headers: String = (0..5000).map(|n| format!("X-H{n}: v\r\n")).collect();
     server.on("/headers", [Answer::whole(200, &headers, b"ok")]);
@@ -545,7 +545,7 @@ async fn thousands_of_headers_end_as_a_recorded_outcome(db: TestDb) {
 
 /// A reset after 10 of 1000 announced body bytes: the status had arrived, so it decides: the
 /// 503 is retried, the 200 delivers. The op enqueued after it is delivered too.
-async fn a_reset_mid_body_is_classified_by_its_status(db: TestDb) {
+async fn g11_a_reset_mid_body_is_classified_by_its_status(db: TestDb) {
     let server = RawServer::start().await;
     server.on(
         "/reset",
@@ -575,7 +575,7 @@ async fn a_reset_mid_body_is_classified_by_its_status(db: TestDb) {
 
 /// A 302 to another server: not followed (that server receives nothing); 3xx is permanent, so
 /// the op is dead after one attempt recorded as failed with HTTP 302.
-async fn a_redirect_to_another_server_is_not_followed(db: TestDb) {
+async fn g11_a_redirect_to_another_server_is_not_followed(db: TestDb) {
     let (server, elsewhere) = (RawServer::start().await, RawServer::start().await);
     let location = format!("Location: {}/stolen\r\n", elsewhere.url());
     server.on("/redirect", [Answer::whole(302, &location, b"")]);
@@ -603,7 +603,7 @@ async fn a_redirect_to_another_server_is_not_followed(db: TestDb) {
 /// A destination that accepts and never answers: each attempt is recorded as unknown after
 /// the 1 s timeout, the op is dead after two, and the op enqueued after the first one is
 /// delivered without waiting for that timeout.
-async fn a_destination_that_never_answers_times_out_as_unknown(db: TestDb) {
+async fn g11_a_destination_that_never_answers_times_out_as_unknown(db: TestDb) {
     let server = RawServer::start().await;
     server.on("/silent", [Answer::Silence]);
     run_case(
@@ -641,11 +641,11 @@ async fn a_destination_that_never_answers_times_out_as_unknown(db: TestDb) {
 }
 
 conformance!(
-    failing_answers_full_of_control_bytes_are_recorded_escaped,
-    a_delivered_answer_full_of_control_bytes_is_recorded_escaped,
-    an_endless_body_is_cut_off_and_recorded,
-    thousands_of_headers_end_as_a_recorded_outcome,
-    a_reset_mid_body_is_classified_by_its_status,
-    a_redirect_to_another_server_is_not_followed,
-    a_destination_that_never_answers_times_out_as_unknown,
+    g11_failing_answers_full_of_control_bytes_are_recorded_escaped,
+    g11_a_delivered_answer_full_of_control_bytes_is_recorded_escaped,
+    g11_an_endless_body_is_cut_off_and_recorded,
+    g11_thousands_of_headers_end_as_a_recorded_outcome,
+    g11_a_reset_mid_body_is_classified_by_its_status,
+    g11_a_redirect_to_another_server_is_not_followed,
+    g11_a_destination_that_never_answers_times_out_as_unknown,
 );

@@ -151,7 +151,7 @@ async fn all_delivered(db: &TestDb, n: usize) {
 
 /// SIGKILL while the destination holds the request open; a restarted dispatcher takes over after
 /// the lease expires and delivers the op again, with the same idempotency key.
-async fn a_killed_dispatcher_is_replaced_and_the_op_is_sent_again(db: TestDb) {
+async fn g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script(
@@ -195,8 +195,8 @@ async fn a_killed_dispatcher_is_replaced_and_the_op_is_sent_again(db: TestDb) {
 
 /// Two instances: one leads and delivers. The leader is stopped (SIGSTOP) past its lease in the
 /// middle of an attempt; the standby takes over and delivers everything; the old leader is
-/// resumed and its completion is refused. Every op ends delivered, exactly once in the table.
-async fn a_paused_leader_is_replaced_and_its_completion_is_discarded(db: TestDb) {
+/// resumed and its completion is discarded. Every op ends delivered, exactly once in the table.
+async fn g9_a_paused_leader_is_replaced_and_its_completion_is_discarded(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script(
@@ -291,15 +291,15 @@ async fn a_paused_leader_is_replaced_and_its_completion_is_discarded(db: TestDb)
 }
 
 conformance!(
-    a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
-    a_paused_leader_is_replaced_and_its_completion_is_discarded,
-    a_dispatcher_of_another_partition_count_refuses_to_serve,
+    g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
+    g9_a_paused_leader_is_replaced_and_its_completion_is_discarded,
+    g12_a_dispatcher_of_another_partition_count_refuses_to_serve,
 );
 
 /// PostgreSQL restarts under a running dispatcher: it reconnects, loses nothing, and LISTEN
 /// resumes (the poll interval is 30 s, so prompt deliveries after the restart prove it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_restart_mid_run_loses_nothing_and_listen_resumes() {
+async fn g6_postgres_restart_mid_run_loses_nothing_and_listen_resumes() {
     let Some(db) = TestDb::postgres_own_cluster().await else {
         return;
     };
@@ -558,7 +558,7 @@ async fn g11_the_ambient_proxy_is_never_used() {
 /// G12: a dispatcher started with another `dispatcher.partitions` than a running one refuses
 /// to serve, naming both counts, and nothing is sent twice. Before, it took the partitions its
 /// count gave it and re-queued ops the running one still had in flight.
-async fn a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb) {
+async fn g12_a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver =
         Receiver::start_with(|_| Reply::status(200).after(Duration::from_millis(300))).await;

@@ -261,7 +261,7 @@ async fn g11_configured_headers_are_the_only_values_sent(db: TestDb) {
     assert_eq!(got.header("x-request-source"), "job-7");
 }
 
-async fn unstorable_completions_never_stall_the_partition(db: TestDb) {
+async fn g11_unstorable_completions_never_stall_the_partition(db: TestDb) {
     let outbox = db.outbox().await;
     // The destination's answers for these paths are refused by the database: the first one
     // only with its excerpt, the second one in any form.
@@ -335,5 +335,5 @@ conformance!(
     g11_the_table_refuses_rows_that_break_the_rules_it_can_check,
     g11_a_row_that_cannot_be_read_is_dead_and_the_partition_goes_on,
     g11_configured_headers_are_the_only_values_sent,
-    unstorable_completions_never_stall_the_partition,
+    g11_unstorable_completions_never_stall_the_partition,
 );

@@ -1,0 +1,228 @@
+//! Configuration in two stages: the TOML layers (embedded defaults, the user's file, `OUTBOX_*`
+//! environment overrides, `${NAME}` interpolation) make a [`RawConfig`] (`raw`), and
+//! [`Config::try_from`] validates it into the typed values below (`validate`). The loader takes
+//! the file text and an environment map, so tests never touch the process environment.
+
+mod raw;
+mod redact;
+mod validate;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use http::HeaderName;
+use outbox_store::TtlBounds;
+use url::Url;
+
+use crate::signing::SigningKey;
+
+pub use raw::RawConfig;
+
+/// The embedded first layer: every key with its default, documented.
+pub const DEFAULT_TOML: &str = include_str!("../../config.default.toml");
+
+/// A configuration that could not be loaded, with the key it concerns. Never holds a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config: {0}")]
+pub struct ConfigError(String);
+
+fn err(key: &str, reason: impl fmt::Display) -> ConfigError {
+    ConfigError(format!("{key}: {reason}"))
+}
+
+/// A value that must not be printed: `Debug` and `Display` show `***`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Database URL (may hold a password).
+    pub database_url: Secret,
+    /// Apply migrations at start-up.
+    pub migrate: bool,
+    /// Most pooled database connections.
+    pub max_connections: u32,
+    /// The lease durations the store accepts.
+    pub lease_bounds: TtlBounds,
+    /// The dispatcher's own settings.
+    pub dispatcher: DispatcherConfig,
+    /// The destinations by name.
+    pub destinations: BTreeMap<String, Destination>,
+}
+
+/// `[dispatcher]`: see `config.default.toml` for each key's meaning and default.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// Number of partitions (1..=1024).
+    pub partitions: u32,
+    /// The partition lease's time to live.
+    pub lease_ttl: Duration,
+    /// Polling fallback when no notification arrives.
+    pub poll_interval: Duration,
+    /// Most attempts in flight over all destinations.
+    pub max_in_flight: usize,
+    /// Most ops claimed in one statement.
+    pub claim_batch: u32,
+    /// The largest op body sent; larger ops are dead, never loaded by the batch.
+    pub max_body_bytes: usize,
+    /// How long shutdown waits for attempts in flight.
+    pub shutdown_grace: Duration,
+    /// How long finished ops are kept.
+    pub retention: Duration,
+    /// Where /metrics, /healthz and /readyz listen; `None`: nowhere.
+    pub listen: Option<SocketAddr>,
+}
+
+/// One `[destinations.<name>]`.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// Its name, as producers give it.
+    pub name: String,
+    /// The base URL; an op's path is appended.
+    pub base_url: Url,
+    /// Whole-attempt timeout.
+    pub timeout: Duration,
+    /// Most attempts in flight to it.
+    pub max_in_flight: usize,
+    /// Requests allowed per period, if limited.
+    pub rate_limit: Option<(NonZeroU32, Duration)>,
+    /// The proxy every request to it goes through, if any (never one from the environment).
+    pub proxy: Option<Secret>,
+    /// Headers added to every request; values are secrets.
+    pub headers: Vec<(HeaderName, Secret)>,
+    /// The header carrying the idempotency key.
+    pub idempotency_header: HeaderName,
+    /// Standard Webhooks signing key, if set.
+    pub signing_key: Option<SigningKey>,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+}
+
+/// How failed attempts are retried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// First backoff window.
+    pub base: Duration,
+    /// Largest delay, also the ceiling for `Retry-After`.
+    pub cap: Duration,
+    /// Attempts before the op is dead.
+    pub max_attempts: u32,
+    /// Age (since enqueue) after which the op is dead rather than retried.
+    pub max_age: Duration,
+    /// Statuses that are retried; other non-2xx statuses are permanent.
+    pub retry_statuses: Vec<u16>,
+}
+
+/// The longest attempt timeout a partition lease of `ttl` allows: two thirds of it. A leader's
+/// trusted window (see `partition`) always covers it after a renewal, so a destination's
+/// `timeout` may not be longer.
+pub fn longest_attempt(ttl: Duration) -> Duration {
+    ttl * 2 / 3
+}
+
+impl Config {
+    /// Loads the configuration: embedded defaults, then `file` (TOML text), then `OUTBOX_*`
+    /// overrides and `${NAME}` interpolation from `env`.
+    pub fn load(file: Option<&str>, env: &HashMap<String, String>) -> Result<Config, ConfigError> {
+        Config::try_from(RawConfig::load(file, env)?)
+    }
+
+    /// The effective configuration as TOML, with every secret shown as `***`.
+    pub fn redacted(&self) -> String {
+        redact::config_toml(self)
+    }
+}
+
+/// What the tests of several stages share.
+#[cfg(test)]
+mod fixtures {
+    use std::collections::HashMap;
+
+    pub(super) fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    pub(super) const FULL: &str = r#"
+        [database]
+        url = "postgres://outbox:${DB_PASSWORD}@db.internal/outbox"
+        [dispatcher]
+        partitions = 2
+        [destinations.billing]
+        base_url = "https://billing.example.com/api"
+        timeout = "5s"
+        max_in_flight = 8
+        rate_limit = "100/s"
+        headers = { Authorization = "Bearer ${BILLING_TOKEN}" }
+        signing_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        retry = { base = "2s", max_attempts = 5 }
+    "#;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{FULL, env};
+    use super::*;
+
+    #[test]
+    fn defaults_alone_make_a_valid_config() {
+        let c = Config::load(None, &HashMap::new()).unwrap();
+        assert_eq!(c.database_url.expose(), "sqlite://outbox.db");
+        assert_eq!(c.dispatcher.lease_ttl, Duration::from_secs(15));
+        assert_eq!(c.dispatcher.listen, Some("127.0.0.1:9187".parse().unwrap()));
+        assert!(c.destinations.is_empty());
+    }
+
+    #[test]
+    fn a_file_layers_over_the_defaults_and_secrets_come_from_the_environment() {
+        let c = Config::load(
+            Some(FULL),
+            &env(&[("DB_PASSWORD", "pw1"), ("BILLING_TOKEN", "tok2")]),
+        )
+        .unwrap();
+        assert_eq!(
+            c.database_url.expose(),
+            "postgres://outbox:pw1@db.internal/outbox"
+        );
+        assert_eq!(
+            (c.dispatcher.partitions, c.dispatcher.max_in_flight),
+            (2, 256)
+        );
+        let b = &c.destinations["billing"];
+        assert_eq!(b.headers[0].1.expose(), "Bearer tok2");
+        assert_eq!(
+            (b.retry.base, b.retry.cap, b.retry.max_attempts),
+            (Duration::from_secs(2), Duration::from_secs(3600), 5)
+        );
+        assert_eq!(
+            b.rate_limit,
+            Some((NonZeroU32::new(100).unwrap(), Duration::from_secs(1)))
+        );
+        assert_eq!(b.idempotency_header.as_str(), "idempotency-key");
+    }
+}

@@ -1,0 +1,318 @@
+//! The first stage: the embedded defaults, the user's TOML file and the `OUTBOX_*` environment
+//! layered into one table, `${NAME}` interpolated, then read into a [`RawConfig`] whose values
+//! are still unchecked text and numbers.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Deserialize;
+
+use super::{ConfigError, DEFAULT_TOML, err};
+
+/// The configuration as written, after layering and interpolation; nothing checked yet.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub(super) database: RawDatabase,
+    pub(super) lease: RawLease,
+    pub(super) dispatcher: RawDispatcher,
+    #[serde(default)]
+    pub(super) destinations: BTreeMap<String, RawDestination>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDatabase {
+    pub(super) url: String,
+    pub(super) migrate: bool,
+    pub(super) max_connections: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLease {
+    pub(super) min_ttl: String,
+    pub(super) max_ttl: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDispatcher {
+    pub(super) partitions: i64,
+    pub(super) lease_ttl: String,
+    pub(super) poll_interval: String,
+    pub(super) max_in_flight: i64,
+    pub(super) claim_batch: i64,
+    pub(super) max_body_bytes: i64,
+    pub(super) shutdown_grace: String,
+    pub(super) retention: String,
+    pub(super) listen: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDestination {
+    pub(super) base_url: String,
+    #[serde(default = "defaults::timeout")]
+    pub(super) timeout: String,
+    #[serde(default = "defaults::max_in_flight")]
+    pub(super) max_in_flight: i64,
+    #[serde(default)]
+    pub(super) rate_limit: Option<String>,
+    #[serde(default)]
+    pub(super) proxy: Option<String>,
+    #[serde(default)]
+    pub(super) headers: BTreeMap<String, String>,
+    #[serde(default = "defaults::idempotency_header")]
+    pub(super) idempotency_header: String,
+    #[serde(default)]
+    pub(super) signing_secret: Option<String>,
+    #[serde(default)]
+    pub(super) retry: RawRetry,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRetry {
+    pub(super) base: String,
+    pub(super) cap: String,
+    pub(super) max_attempts: i64,
+    pub(super) max_age: String,
+    pub(super) retry_statuses: Vec<i64>,
+}
+
+impl Default for RawRetry {
+    fn default() -> Self {
+        RawRetry {
+            base: "1s".into(),
+            cap: "1h".into(),
+            max_attempts: 20,
+            max_age: "3d".into(),
+            retry_statuses: vec![408, 409, 425, 429, 500, 502, 503, 504],
+        }
+    }
+}
+
+/// Destination defaults, as documented in `config.default.toml`.
+mod defaults {
+    pub(super) fn timeout() -> String {
+        "10s".into()
+    }
+    pub(super) fn max_in_flight() -> i64 {
+        32
+    }
+    pub(super) fn idempotency_header() -> String {
+        "Idempotency-Key".into()
+    }
+}
+
+impl RawConfig {
+    /// Layers the TOML texts and the environment, then deserializes.
+    pub fn load(
+        file: Option<&str>,
+        env: &HashMap<String, String>,
+    ) -> Result<RawConfig, ConfigError> {
+        let mut table: toml::Table = DEFAULT_TOML.parse().map_err(|e| err("default config", e))?;
+        if let Some(text) = file {
+            let user: toml::Table = text
+                .parse()
+                .map_err(|e: toml::de::Error| syntax_error(text, &e))?;
+            merge(&mut table, user);
+        }
+        apply_env(&mut table, env);
+        interpolate_table(&mut table, env, "")?;
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))
+    }
+}
+
+/// A TOML syntax error in the user's file, by line and column. Never the text around it:
+/// toml's own `Display` quotes the line, and that line may hold a password.
+fn syntax_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().trim_end();
+    let Some(span) = e.span() else {
+        return ConfigError(format!("file: {message}"));
+    };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    ConfigError(format!("file: line {line}, column {column}: {message}"))
+}
+
+/// Deep-merges `over` into `base`: tables merge, anything else replaces.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// `OUTBOX_DATABASE_URL` → `database.url`, `OUTBOX_DISPATCHER_LISTEN` → `dispatcher.listen`,
+/// `OUTBOX_LEASE_MIN_TTL` → `lease.min_ttl`. Numbers and booleans keep their type.
+fn apply_env(table: &mut toml::Table, env: &HashMap<String, String>) {
+    for (name, value) in env {
+        let Some(rest) = name.strip_prefix("OUTBOX_") else {
+            continue;
+        };
+        let Some((section, key)) = ["DATABASE", "DISPATCHER", "LEASE"].iter().find_map(|s| {
+            rest.strip_prefix(s)
+                .and_then(|k| k.strip_prefix('_'))
+                .map(|k| (s.to_ascii_lowercase(), k.to_ascii_lowercase()))
+        }) else {
+            continue;
+        };
+        let typed = match value.parse::<i64>() {
+            Ok(n) => toml::Value::Integer(n),
+            Err(_) => match value.as_str() {
+                "true" => toml::Value::Boolean(true),
+                "false" => toml::Value::Boolean(false),
+                _ => toml::Value::String(value.clone()),
+            },
+        };
+        if let Some(toml::Value::Table(t)) = table.get_mut(&section) {
+            t.insert(key, typed);
+        }
+    }
+}
+
+fn interpolate_table(
+    table: &mut toml::Table,
+    env: &HashMap<String, String>,
+    path: &str,
+) -> Result<(), ConfigError> {
+    for (key, value) in table.iter_mut() {
+        let here = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        interpolate_value(value, env, &here)?;
+    }
+    Ok(())
+}
+
+fn interpolate_value(
+    value: &mut toml::Value,
+    env: &HashMap<String, String>,
+    path: &str,
+) -> Result<(), ConfigError> {
+    match value {
+        toml::Value::String(s) => *s = interpolate(s, env, path)?,
+        toml::Value::Table(t) => interpolate_table(t, env, path)?,
+        toml::Value::Array(items) => {
+            for item in items {
+                interpolate_value(item, env, path)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Replaces `${NAME}` with `env[NAME]`; `$${` is a literal `${`. A missing variable is an
+/// error naming it and the key, never its (absent) value.
+fn interpolate(
+    text: &str,
+    env: &HashMap<String, String>,
+    path: &str,
+) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out += &rest[..i];
+        let after = &rest[i..];
+        if let Some(tail) = after.strip_prefix("$${") {
+            out += "${";
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix("${") {
+            let end = tail
+                .find('}')
+                .ok_or_else(|| err(path, "has an unclosed ${"))?;
+            let name = &tail[..end];
+            let value = env.get(name).ok_or_else(|| {
+                err(
+                    path,
+                    format!("uses ${{{name}}}, which is not set in the environment"),
+                )
+            })?;
+            out += value;
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = &after[1..];
+        }
+    }
+    out += rest;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::config::fixtures::env;
+
+    #[test]
+    fn environment_overrides_keys_by_name_and_type() {
+        let e = env(&[
+            ("OUTBOX_DATABASE_URL", "sqlite:///var/lib/outbox.db"),
+            ("OUTBOX_DISPATCHER_PARTITIONS", "4"),
+            ("OUTBOX_DISPATCHER_LISTEN", ""),
+            ("OUTBOX_LEASE_MIN_TTL", "1s"),
+            ("OUTBOX_CONFIG", "/etc/outbox.toml"),
+            ("OUTBOX_MSSQL_URL", "ignored"),
+        ]);
+        let c = Config::load(None, &e).unwrap();
+        assert_eq!(c.database_url.expose(), "sqlite:///var/lib/outbox.db");
+        assert_eq!(c.dispatcher.partitions, 4);
+        assert_eq!(c.dispatcher.listen, None);
+        assert_eq!(c.lease_bounds.min(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn interpolation_escapes_and_rejects_unclosed_references() {
+        let e = env(&[("A", "1")]);
+        assert_eq!(interpolate("x${A}y$${A}z$", &e, "k").unwrap(), "x1y${A}z$");
+        assert!(interpolate("${A", &e, "k").is_err());
+    }
+
+    #[test]
+    fn toml_syntax_errors_name_line_and_column_without_quoting_the_line() {
+        let cases = [
+            (
+                "[database]\nmigrate = true\nurl = \"postgres://u:hunter2@db/outbox\n",
+                3,
+            ),
+            ("[database]\nurl = postgres://u:hunter2@db/outbox\n", 2),
+            (
+                "# first\n\n[destinations.b]\nheaders = { Authorization = hunter2 }\n",
+                4,
+            ),
+            ("[database]\nurl = \"x\"\nurl = \"hunter2\"\n", 3),
+        ];
+        for (file, line) in cases {
+            let e = RawConfig::load(Some(file), &HashMap::new()).unwrap_err();
+            let shown = e.to_string();
+            assert!(!shown.contains("hunter2"), "the line was quoted: {shown}");
+            // The same place toml's own message names, which also quotes the line.
+            let toml = file.parse::<toml::Table>().unwrap_err().to_string();
+            assert!(toml.contains("hunter2"), "the case proves nothing: {toml}");
+            let place = toml
+                .lines()
+                .next()
+                .and_then(|l| l.strip_prefix("TOML parse error at "))
+                .unwrap_or_else(|| panic!("toml changed its message: {toml}"));
+            assert!(place.starts_with(&format!("line {line}, ")), "{toml}");
+            assert!(
+                shown.starts_with(&format!("config: file: {place}: ")),
+                "{shown} vs {toml}"
+            );
+        }
+    }
+}

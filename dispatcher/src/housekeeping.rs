@@ -1,0 +1,116 @@
+//! Housekeeping, every few seconds while the daemon runs: the outbox's gauges, a report of
+//! ops waiting for a destination that is not configured, and the retention purge.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics as m;
+use crate::routes::Shared;
+
+/// Gauges, unrouted-op reports and retention, every few seconds (at most 10 s, and at least
+/// twice per retention period) until shutdown.
+pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
+    let period = (shared.config.dispatcher.retention / 2)
+        .clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let mut unrouted = Unrouted::default();
+    loop {
+        match shared.store.op_stats().await {
+            Ok(stats) => {
+                metrics::gauge!(m::PENDING_OPS).set(stats.pending as f64);
+                metrics::gauge!(m::IN_FLIGHT_OPS).set(stats.in_flight as f64);
+                let age = stats.oldest_pending_ms.unwrap_or(0).max(0) as f64 / 1000.0;
+                metrics::gauge!(m::OLDEST_PENDING_AGE).set(age);
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the outbox's counts"),
+        }
+        match shared
+            .store
+            .op_unrouted_list(shared.destination_names(), UNROUTED_SHOWN)
+            .await
+        {
+            Ok(list) => unrouted.report(list),
+            Err(e) => tracing::warn!(error = %e, "could not count unrouted ops"),
+        }
+        purge(&shared).await;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+    }
+}
+
+/// How many unrouted destination names get a gauge of their own, the most waiting first.
+/// Names come from producers: without a bound, a hostile or buggy one could grow the metrics
+/// and this process's memory without end.
+const UNROUTED_SHOWN: u32 = 50;
+/// How many names are remembered as warned about; past it, new names are not warned again.
+const UNROUTED_WARNED: usize = 1000;
+
+/// Destinations with pending ops that are not configured: a gauge each (at most
+/// [`UNROUTED_SHOWN`]), one warning each.
+#[derive(Debug, Default)]
+struct Unrouted {
+    warned: HashSet<String>,
+    reported: HashSet<String>,
+}
+
+impl Unrouted {
+    fn report(&mut self, list: Vec<(String, i64)>) {
+        let now: HashSet<String> = list.iter().map(|(d, _)| d.clone()).collect();
+        for gone in self.reported.difference(&now) {
+            metrics::gauge!(m::UNROUTED, "destination" => gone.clone()).set(0.0);
+        }
+        for (destination, pending) in &list {
+            metrics::gauge!(m::UNROUTED, "destination" => destination.clone()).set(*pending as f64);
+            if self.warned.len() < UNROUTED_WARNED && self.warned.insert(destination.clone()) {
+                tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
+            }
+        }
+        self.reported = now;
+    }
+}
+
+/// Deletes finished ops past retention, 1000 at a time, until none are left.
+async fn purge(shared: &Shared) {
+    loop {
+        match shared
+            .store
+            .op_purge_finished(shared.config.dispatcher.retention, 1000)
+            .await
+        {
+            Ok(n) => {
+                metrics::counter!(m::PURGED).increment(n);
+                if n < 1000 {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention purge failed");
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 12, item 7: names of unrouted destinations come from producers; what is kept of
+    /// them stays bounded however many there are.
+    #[test]
+    fn unrouted_names_are_bounded() {
+        let mut unrouted = Unrouted::default();
+        for round in 0..100 {
+            let list = (0..UNROUTED_SHOWN)
+                .map(|i| (format!("d{round}-{i}"), 1))
+                .collect();
+            unrouted.report(list);
+        }
+        assert!(unrouted.warned.len() <= UNROUTED_WARNED);
+        assert!(unrouted.reported.len() <= UNROUTED_SHOWN as usize);
+    }
+}

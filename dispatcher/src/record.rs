@@ -1,0 +1,201 @@
+//! The leader's recorder: attempts hand their completions to one task that writes them in
+//! batches, one transaction each, and tells each attempt whether its completion was applied
+//! or discarded (the claim or the partition lease moved on, G9). A completion the database
+//! refuses for a reason retrying cannot fix is retried alone, then without its optional parts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_store::{Completion, Lease, NextState};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+use crate::metrics as m;
+use crate::partition::Trust;
+use crate::routes::Shared;
+
+/// A completion waiting to be written, and where to say whether it was applied.
+type Pending = (Completion, oneshot::Sender<bool>);
+/// Where attempts hand their completions to the leader's recorder.
+pub(crate) type Recorder = mpsc::Sender<Pending>;
+/// How many completions may wait for the recorder.
+const RECORDER_QUEUE: usize = 1024;
+/// The most completions written in one transaction.
+const RECORD_BATCH: usize = 128;
+
+/// Starts the recorder of a leader's `lease` on `attempts` (so waiting for them waits for it
+/// too); it ends once every sender of the returned handle is dropped.
+pub(crate) fn spawn(
+    attempts: &TaskTracker,
+    shared: Arc<Shared>,
+    lease: Lease,
+    trust: Trust,
+) -> Recorder {
+    let (recorder, completions) = mpsc::channel(RECORDER_QUEUE);
+    attempts.spawn(record_loop(shared, lease, trust, completions));
+    recorder
+}
+
+/// Hands `completion` to the recorder and waits for it to be written; true when it was
+/// applied, false when it was discarded, dropped, or the recorder is gone.
+pub(crate) async fn submit(recorder: &Recorder, completion: Completion) -> bool {
+    let (reply, recorded) = oneshot::channel();
+    recorder.send((completion, reply)).await.is_ok() && recorded.await.unwrap_or(false)
+}
+
+/// Writes completions in batches, one transaction each: whatever has queued up while the
+/// previous batch was written goes together. Ends when every attempt task and the claim loop
+/// have dropped their senders. See [`record`] for what happens when a batch is refused.
+async fn record_loop(
+    shared: Arc<Shared>,
+    lease: Lease,
+    trust: Trust,
+    mut queue: mpsc::Receiver<Pending>,
+) {
+    let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
+    while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
+        let applied = record(&shared, &lease, &trust, &completions).await;
+        for ((completion, reply), applied) in batch.drain(..).zip(applied) {
+            if applied == Recorded::Discarded {
+                metrics::counter!(m::STALE_COMPLETIONS).increment(1);
+                tracing::warn!(op_id = %completion.op_id, token = %lease.token, "completion discarded: this dispatcher no longer holds the claim or the partition lease");
+            }
+            let _ = reply.send(applied == Recorded::Applied);
+        }
+    }
+}
+
+/// What became of one completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// Written.
+    Applied,
+    /// Not applied: the claim or the partition lease moved on (G9), so the database left the
+    /// op to its current leader.
+    Discarded,
+    /// Not written: the lease was lost while the database was failing, or the database refused
+    /// it even without its optional parts. The op stays in flight under this token; the next
+    /// leader re-queues it.
+    Dropped,
+}
+
+/// Records `batch`. Failures retrying may fix are retried while the lease may still be ours.
+/// When the database refuses the batch for a reason retrying cannot fix, each completion is
+/// tried on its own, then without its optional parts (excerpt and error), and then given up,
+/// counted and logged: one unstorable answer never stalls the partition, and nothing else in
+/// the batch is lost.
+async fn record(
+    shared: &Shared,
+    lease: &Lease,
+    trust: &Trust,
+    batch: &[Completion],
+) -> Vec<Recorded> {
+    let refused = match complete_retrying(shared, lease, trust, batch).await {
+        Ok(applied) => return applied,
+        Err(Unwritten::LeaseLost) => return vec![Recorded::Dropped; batch.len()],
+        Err(Unwritten::Refused(e)) => e,
+    };
+    tracing::warn!(count = batch.len(), error = %refused, "the database refused a batch of completions; recording them one by one");
+    let mut recorded = Vec::with_capacity(batch.len());
+    for c in batch {
+        let alone = if batch.len() == 1 {
+            Err(Unwritten::Refused(refused.to_string()))
+        } else {
+            complete_retrying(shared, lease, trust, std::slice::from_ref(c)).await
+        };
+        let outcome = match alone {
+            Ok(applied) => applied[0],
+            Err(Unwritten::LeaseLost) => Recorded::Dropped,
+            Err(Unwritten::Refused(_)) => {
+                match complete_retrying(shared, lease, trust, &[c.without_details()]).await {
+                    Ok(applied) => applied[0],
+                    Err(Unwritten::LeaseLost) => Recorded::Dropped,
+                    Err(Unwritten::Refused(e)) => {
+                        metrics::counter!(m::UNRECORDABLE_COMPLETIONS).increment(1);
+                        tracing::error!(op_id = %c.op_id, attempt = c.attempt, error = %e, "the database refuses this attempt's completion even without its excerpt and error; the op stays in flight until the next leader re-queues it");
+                        Recorded::Dropped
+                    }
+                }
+            }
+        };
+        recorded.push(outcome);
+    }
+    recorded
+}
+
+/// Why completions were not written.
+#[derive(Debug)]
+enum Unwritten {
+    /// The lease was lost while the database kept failing.
+    LeaseLost,
+    /// The database refused them for a reason retrying cannot fix (its message).
+    Refused(String),
+}
+
+/// One completion statement, retried with backoff while the failure may pass and the lease
+/// is still trusted.
+async fn complete_retrying(
+    shared: &Shared,
+    lease: &Lease,
+    trust: &Trust,
+    completions: &[Completion],
+) -> Result<Vec<Recorded>, Unwritten> {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match shared.store.op_complete_batch(lease, completions).await {
+            Ok(applied) => {
+                shared.db_ok();
+                return Ok(applied
+                    .into_iter()
+                    .map(|a| {
+                        if a {
+                            Recorded::Applied
+                        } else {
+                            Recorded::Discarded
+                        }
+                    })
+                    .collect());
+            }
+            Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
+                shared.db_failed("complete", &outbox_store::Error::Store(e));
+                if trust.is_lost() {
+                    tracing::warn!(
+                        count = completions.len(),
+                        "could not record attempts before losing the lease; the next leader re-queues their ops"
+                    );
+                    return Err(Unwritten::LeaseLost);
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                metrics::counter!(m::DB_ERRORS, "operation" => "complete").increment(1);
+                return Err(Unwritten::Refused(e.to_string()));
+            }
+        }
+    }
+}
+
+/// Makes dead a claimed op whose row could not be read: nothing is sent, the attempt is
+/// recorded as failed with what could not be read.
+pub(crate) async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder: &Recorder) {
+    metrics::counter!(m::INVALID_OPS, "destination" => "").increment(1);
+    tracing::warn!(seq = u.seq, op_id = %u.op_id, reason = %u.reason, "a claimed op's row cannot be read; it is made dead, never sent");
+    let completion = Completion {
+        seq: u.seq,
+        op_id: u.op_id,
+        attempt: u.attempt,
+        started_at: u.claimed_at,
+        outcome: outbox_store::AttemptOutcome::Failed,
+        http_status: None,
+        error: Some(format!(
+            "the stored op cannot be read, never sent: {}",
+            u.reason
+        )),
+        excerpt: None,
+        next: NextState::Dead,
+    };
+    submit(recorder, completion).await;
+    shared.wake_all();
+}

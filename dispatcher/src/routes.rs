@@ -1,0 +1,224 @@
+//! What every partition loop shares: the store, the config, and one route per destination
+//! (its sender and its limits: in-flight slots, rate limit, throttling), with the global slot
+//! count, the loops' wake-ups, readiness, and why the loops were stopped.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use outbox_store::{Partition, Store};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::PartitionCountMismatch;
+use crate::config::Config;
+use crate::deliver::Sender;
+use crate::metrics as m;
+
+/// One destination's sender and limits.
+#[derive(Debug)]
+pub(crate) struct Route {
+    sender: Sender,
+    slots: Arc<Semaphore>,
+    limiter: Option<(DefaultDirectRateLimiter, Duration)>,
+}
+
+impl Route {
+    pub(crate) fn sender(&self) -> &Sender {
+        &self.sender
+    }
+}
+
+/// The slots one attempt holds: one of all destinations', one of its own destination's.
+pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// What every partition loop shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Store,
+    pub(crate) config: Config,
+    routes: HashMap<String, Route>,
+    names: Vec<String>,
+    global: Arc<Semaphore>,
+    /// One per partition loop, woken by enqueue notifications and by finished attempts (a
+    /// slot freed up). Each keeps a permit when nobody waits, so no wake-up is lost.
+    wakes: Vec<Notify>,
+    pub(crate) ready: Arc<AtomicBool>,
+    /// Destinations that hit their rate limit, and until when to leave them out of claims.
+    throttled: Mutex<HashMap<String, Instant>>,
+    /// Why the dispatcher must stop serving, once a loop found out; `stop` is then cancelled.
+    fatal: Mutex<Option<PartitionCountMismatch>>,
+    stop: CancellationToken,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        store: Store,
+        config: Config,
+        ready: Arc<AtomicBool>,
+        stop: CancellationToken,
+    ) -> Result<Shared, reqwest::Error> {
+        let mut routes = HashMap::new();
+        for (name, d) in &config.destinations {
+            // The config allows at most one request per microsecond, so the period is never 0.
+            let limiter = d.rate_limit.and_then(|(n, per)| {
+                let gap = per / n.get();
+                Quota::with_period(gap).map(|q| (RateLimiter::direct(q.allow_burst(n)), gap))
+            });
+            routes.insert(
+                name.clone(),
+                Route {
+                    sender: Sender::new(d, config.dispatcher.max_body_bytes)?,
+                    slots: Arc::new(Semaphore::new(d.max_in_flight)),
+                    limiter,
+                },
+            );
+        }
+        let names = config.destinations.keys().cloned().collect();
+        let global = Arc::new(Semaphore::new(config.dispatcher.max_in_flight));
+        Ok(Shared {
+            store,
+            routes,
+            names,
+            global,
+            wakes: (0..config.dispatcher.partitions)
+                .map(|_| Notify::new())
+                .collect(),
+            ready,
+            throttled: Mutex::default(),
+            fatal: Mutex::default(),
+            stop,
+            config,
+        })
+    }
+
+    /// Stops every loop: this dispatcher must not serve (see [`PartitionCountMismatch`]).
+    pub(crate) fn fail(&self, why: PartitionCountMismatch) {
+        if let Ok(mut fatal) = self.fatal.lock() {
+            fatal.get_or_insert(why);
+        }
+        self.stop.cancel();
+    }
+
+    /// Why the loops were stopped, if it was not a shutdown.
+    pub(crate) fn take_fatal(&self) -> Option<PartitionCountMismatch> {
+        self.fatal.lock().ok()?.take()
+    }
+
+    /// Wakes every partition loop (they look for work at once).
+    pub(crate) fn wake_all(&self) {
+        for wake in &self.wakes {
+            wake.notify_one();
+        }
+    }
+
+    /// Returns when `partition`'s loop is woken (at once if a wake-up came while it was busy).
+    pub(crate) async fn woken(&self, partition: Partition) {
+        self.wakes[partition.index() as usize].notified().await;
+    }
+
+    pub(crate) fn destination_names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub(crate) fn db_ok(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn db_failed(&self, operation: &'static str, e: &outbox_store::Error) {
+        self.ready.store(false, Ordering::Relaxed);
+        metrics::counter!(m::DB_ERRORS, "operation" => operation).increment(1);
+        tracing::warn!(operation, error = %e, "database call failed; retrying");
+    }
+
+    /// The route to `destination`, if it is configured.
+    pub(crate) fn route(&self, destination: &str) -> Option<&Route> {
+        self.routes.get(destination)
+    }
+
+    /// How many ops one claim may take: free global slots, at most `claim_batch`.
+    pub(crate) fn room(&self) -> usize {
+        self.global
+            .available_permits()
+            .min(self.config.dispatcher.claim_batch as usize)
+    }
+
+    /// The longest timeout among `destinations`: what a claim for them must leave time for.
+    pub(crate) fn longest_timeout(&self, destinations: &[String]) -> Duration {
+        destinations
+            .iter()
+            .filter_map(|d| self.routes.get(d))
+            .map(|r| r.sender.destination().timeout)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Destinations that could start an attempt now: a free slot, not throttled.
+    pub(crate) fn open_destinations(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut throttled = self.throttled.lock().expect("throttle map");
+        throttled.retain(|_, until| *until > now);
+        self.routes
+            .iter()
+            .filter(|(name, r)| r.slots.available_permits() > 0 && !throttled.contains_key(*name))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The slots for one attempt to `destination`, or `None` when it is not configured, a
+    /// slot is taken or its rate limit has no budget left; out of budget, it is left out of
+    /// claims for one request's gap. The budget is spent even when a slot was missing.
+    pub(crate) fn admit(&self, destination: &str) -> Option<Permits> {
+        let route = self.routes.get(destination)?;
+        let permits = (
+            self.global.clone().try_acquire_owned(),
+            route.slots.clone().try_acquire_owned(),
+        );
+        let budget = match &route.limiter {
+            Some((limiter, gap)) => limiter.check().map_err(|_| *gap),
+            None => Ok(()),
+        };
+        match (permits, budget) {
+            ((Ok(global), Ok(slot)), Ok(())) => Some((global, slot)),
+            (_, budget) => {
+                if let Err(gap) = budget {
+                    self.throttled
+                        .lock()
+                        .expect("throttle map")
+                        .insert(destination.to_owned(), Instant::now() + gap);
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 12, item 7: the largest values the config accepts build the daemon's shared
+    /// state without panicking (before, a semaphore larger than tokio's limit, or a rate
+    /// limit whose period rounded to zero, panicked here).
+    #[tokio::test]
+    async fn the_largest_accepted_limits_do_not_panic() {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n[dispatcher]\nmax_in_flight = 65536\nclaim_batch = 1000\n\
+             [destinations.b]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 65536\nrate_limit = \"1000000/s\"\n\
+             [destinations.c]\nbase_url = \"http://127.0.0.1:1\"\nrate_limit = \"1/h\"\n",
+            dir.path().join("o.db").display()
+        );
+        let config = Config::load(Some(&text), &HashMap::new()).unwrap();
+        let store = outbox_store::Store::connect(config.database_url.expose(), Default::default())
+            .await
+            .unwrap();
+        let shared = Shared::new(store, config, Arc::default(), CancellationToken::new()).unwrap();
+        assert_eq!(shared.global.available_permits(), 65536);
+        assert!(shared.routes["b"].limiter.is_some() && shared.routes["c"].limiter.is_some());
+    }
+}
