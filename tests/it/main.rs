@@ -5,6 +5,7 @@
 #[macro_use]
 extern crate outbox_tests;
 
+mod architecture;
 mod guarantees;
 mod keeper;
 mod lease_model;
