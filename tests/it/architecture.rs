@@ -37,9 +37,13 @@ fn every_path_sql_file_and_test_named_in_architecture_md_exists() {
             continue; // a pattern, a call or a phrase, not a name
         }
         let found = if span.ends_with(".sql") && !span.contains('/') {
-            ["store/sql/postgres", "store/sql/sqlite", "migrations/postgres"]
-                .iter()
-                .any(|dir| root().join(dir).join(span).exists())
+            [
+                "store/sql/postgres",
+                "store/sql/sqlite",
+                "migrations/postgres",
+            ]
+            .iter()
+            .any(|dir| root().join(dir).join(span).exists())
         } else if span.contains('/') {
             root().join(span.trim_end_matches('/')).exists()
         } else if span.starts_with('g')
