@@ -1,0 +1,259 @@
+//! The dispatcher's statements on PostgreSQL: claim, complete, give back, wake-ups, counts and
+//! retention; and the rows a claim returns, read without trusting them (G9, G11).
+
+use super::*;
+
+const OP_CLAIM_DUE: &str = include_str!("../../sql/postgres/op_claim_due.sql");
+const OP_SUPERSEDE_STALE_GENERATION: &str =
+    include_str!("../../sql/postgres/op_supersede_stale_generation.sql");
+const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
+    include_str!("../../sql/postgres/op_complete_batch_if_claimed.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../../sql/postgres/op_release_claim.sql");
+const OP_STATS: &str = include_str!("../../sql/postgres/op_stats.sql");
+const WAKEUP_SET: &str = include_str!("../../sql/postgres/wakeup_set.sql");
+const OP_NEXT_DUE: &str = include_str!("../../sql/postgres/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../../sql/postgres/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../../sql/postgres/op_unrouted_list.sql");
+/// The channel `op_insert_if_lease_held.sql` notifies on commit.
+const ENQUEUE_CHANNEL: &str = "outbox_ops";
+
+impl PgStore {
+    pub(crate) async fn op_claim(
+        &self,
+        lease: &Lease,
+        part: Partition,
+        destinations: &[String],
+        limit: u32,
+        max_body_bytes: usize,
+    ) -> Result<Claimed, Error> {
+        // Two autocommit statements, never one transaction: a dispatcher paused between
+        // statements must not hold row locks a standby needs to take over.
+        let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?
+            .rows_affected();
+        let rows = sqlx::query(OP_CLAIM_DUE)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(part.count() as i32)
+            .bind(part.index() as i32)
+            .bind(destinations)
+            .bind(i64::from(limit))
+            .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        let decoded = rows
+            .iter()
+            .map(|r| claimed_op(r).map_err(|e| unreadable(r, e)))
+            .collect();
+        Ok(Claimed::new(decoded, superseded))
+    }
+
+    /// Records completions in one statement; each is checked on its own, so a discarded one
+    /// does not hold back the others.
+    pub(crate) async fn op_complete_batch(
+        &self,
+        lease: &Lease,
+        completions: &[Completion],
+    ) -> Result<Vec<bool>, Error> {
+        let errors: Vec<Option<String>> =
+            completions.iter().map(Completion::stored_error).collect();
+        let excerpts: Vec<Option<String>> =
+            completions.iter().map(Completion::stored_excerpt).collect();
+        let applied: Vec<i64> = sqlx::query_scalar(OP_COMPLETE_BATCH_IF_CLAIMED)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(completions.iter().map(|c| c.seq).collect::<Vec<_>>())
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.next.state())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.next.delay_ms())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(errors)
+            .bind(completions.iter().map(|c| c.attempt).collect::<Vec<_>>())
+            .bind(completions.iter().map(|c| c.started_at).collect::<Vec<_>>())
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.outcome.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.http_status.map(i32::from))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(excerpts)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(completions
+            .iter()
+            .map(|c| applied.contains(&c.seq))
+            .collect())
+    }
+
+    pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
+        let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(seq)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn op_stats(&self) -> Result<OpStats, Error> {
+        let r = sqlx::query(OP_STATS)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(OpStats {
+            pending: r.col("pending")?,
+            in_flight: r.col("in_flight")?,
+            oldest_pending_ms: r.col("oldest_pending_ms")?,
+        })
+    }
+
+    pub(crate) async fn wakeup_set(&self, part: Partition, listening: bool) -> Result<(), Error> {
+        sqlx::query(WAKEUP_SET)
+            .bind(part.index() as i32)
+            .bind(listening)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn op_next_due(
+        &self,
+        part: Partition,
+        destinations: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_NEXT_DUE)
+            .bind(part.count() as i32)
+            .bind(part.index() as i32)
+            .bind(destinations)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        row.col("due_in_ms")
+    }
+
+    pub(crate) async fn op_purge_finished(
+        &self,
+        older_than_ms: i64,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let done = sqlx::query(OP_PURGE_FINISHED)
+            .bind(older_than_ms)
+            .bind(i64::from(batch))
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn op_unrouted_list(
+        &self,
+        destinations: &[String],
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let rows = sqlx::query(OP_UNROUTED_LIST)
+            .bind(destinations)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
+            .collect()
+    }
+
+    pub(crate) fn listen_for_enqueues(
+        &self,
+        wake: std::sync::Arc<tokio::sync::Notify>,
+    ) -> tokio::task::JoinHandle<()> {
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            let mut backoff = std::time::Duration::from_millis(100);
+            loop {
+                match listen_once(&pool, &wake).await {
+                    Ok(()) => backoff = std::time::Duration::from_millis(100),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "enqueue notifications interrupted; reconnecting")
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+            }
+        })
+    }
+}
+
+/// A row of `op_claim_due.sql`.
+fn claimed_op(r: &PgRow) -> Result<ClaimedOp, Error> {
+    Ok(ClaimedOp {
+        seq: r.col("id")?,
+        op_id: r.col("op_id")?,
+        resource: r.col("resource")?,
+        token: FencingToken::new(r.col("fence")?),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        method: r.col("method")?,
+        path: r.col("path")?,
+        headers: parse_headers(&r.col::<String>("headers")?, Backend::Postgres)?,
+        content_type: r.col("content_type")?,
+        body: r.col("body")?,
+        body_bytes: r.col("body_bytes")?,
+        attempt: r.col("attempts")?,
+        created_at: r.col("created_at")?,
+        claimed_at: r.col("claimed_at")?,
+        trace_context: r.col("trace_context")?,
+        budget_attempt: r.col("budget_attempt")?,
+        budget_since: r.col("budget_since")?,
+    })
+}
+
+/// What can still be read of a claimed row that [`claimed_op`] could not read.
+fn unreadable(r: &PgRow, e: Error) -> Unreadable {
+    Unreadable {
+        seq: r.col("id").unwrap_or(0),
+        op_id: r.col("op_id").unwrap_or_default(),
+        attempt: r.col("attempts").unwrap_or(0),
+        claimed_at: r
+            .col("claimed_at")
+            .unwrap_or_else(|_| OffsetDateTime::now_utc()),
+        reason: e.to_string(),
+    }
+}
+
+/// One LISTEN session: wakes once on connect (anything enqueued while not listening), then on
+/// every notification, until the connection fails.
+async fn listen_once(pool: &PgPool, wake: &tokio::sync::Notify) -> Result<(), Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+        .await
+        .map_err(map_err)?;
+    listener.listen(ENQUEUE_CHANNEL).await.map_err(map_err)?;
+    wake.notify_one();
+    loop {
+        // try_recv() yields None when the connection was lost (the next call reconnects and
+        // listens again): waking then covers anything enqueued in the gap.
+        listener.try_recv().await.map_err(map_err)?;
+        wake.notify_one();
+    }
+}

@@ -1,0 +1,208 @@
+//! PostgreSQL's statements for the flows written once over [`Driver`]: migrations, the enqueue
+//! decision, the re-queue on takeover, and operators' changes (`admin.rs` holds those).
+
+use super::*;
+
+const OP_INSERT_IF_LEASE_HELD: &str =
+    include_str!("../../sql/postgres/op_insert_if_lease_held.sql");
+const LEASE_CHECK: &str = include_str!("../../sql/postgres/lease_check.sql");
+const OP_SUPERSEDE_OLDER_PENDING: &str =
+    include_str!("../../sql/postgres/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../../sql/postgres/op_find_by_key.sql");
+const ATTEMPT_RECORD_ABANDONED: &str =
+    include_str!("../../sql/postgres/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../../sql/postgres/op_requeue_abandoned.sql");
+const MIGRATION_BEGIN: &str = include_str!("../../sql/postgres/migration_begin.sql");
+const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/postgres/migration_table_create.sql");
+const MIGRATION_LIST: &str = include_str!("../../sql/postgres/migration_list.sql");
+const MIGRATION_RECORD: &str = include_str!("../../sql/postgres/migration_record.sql");
+
+impl Driver for PgStore {
+    const BACKEND: Backend = Backend::Postgres;
+    type Conn = PgConnection;
+    type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
+
+    async fn begin(&self) -> Result<Self::Tx, Error> {
+        self.pool.begin().await.map_err(map_err)
+    }
+
+    async fn begin_migration(&self) -> Result<Self::Tx, Error> {
+        let mut tx = self.begin().await?;
+        sqlx::query(MIGRATION_BEGIN)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        Ok(tx)
+    }
+
+    async fn commit(tx: Self::Tx) -> Result<(), Error> {
+        tx.commit().await.map_err(map_err)
+    }
+
+    async fn rollback(tx: Self::Tx) -> Result<(), Error> {
+        tx.rollback().await.map_err(map_err)
+    }
+
+    async fn migration_table_create(c: &mut PgConnection) -> Result<(), Error> {
+        sqlx::query(MIGRATION_TABLE_CREATE)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn migration_list(c: &mut PgConnection) -> Result<Vec<AppliedMigration>, Error> {
+        sqlx::query(MIGRATION_LIST)
+            .fetch_all(c)
+            .await
+            .map_err(map_err)?
+            .iter()
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn migration_apply(c: &mut PgConnection, m: &Migration) -> Result<(), Error> {
+        sqlx::raw_sql(m.sql)
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+        sqlx::query(MIGRATION_RECORD)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_insert(
+        c: &mut PgConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<Option<i64>, Error> {
+        insert_query(OP_INSERT_IF_LEASE_HELD, lease, op)
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| r.col("id"))
+            .transpose()
+    }
+
+    async fn lease_seen(
+        c: &mut PgConnection,
+        resource: &ResourceName,
+    ) -> Result<Option<LeaseSeen>, Error> {
+        let row = sqlx::query(LEASE_CHECK)
+            .bind(resource.as_str())
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?;
+        lease_seen(row)
+    }
+
+    async fn op_find_by_key(
+        c: &mut PgConnection,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<FoundOp>, Error> {
+        sqlx::query(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(c)
+            .await
+            .map_err(map_err)?
+            .map(|r| -> Result<FoundOp, Error> {
+                Ok((
+                    r.col("id")?,
+                    r.col("op_id")?,
+                    r.col("request_hash")?,
+                    r.col("state")?,
+                ))
+            })
+            .transpose()
+    }
+
+    async fn op_supersede_older(
+        c: &mut PgConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<(), Error> {
+        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+            .bind(lease.resource.as_str())
+            .bind(op.destination.as_str())
+            .bind(lease.token.get())
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn attempt_record_abandoned(
+        c: &mut PgConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<(), Error> {
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    async fn op_requeue_abandoned(
+        c: &mut PgConnection,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        Ok(with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .execute(c)
+            .await
+            .map_err(map_err)?
+            .rows_affected())
+    }
+
+    async fn admin_op_lock(c: &mut PgConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
+        admin::op_lock(c, seqs).await
+    }
+
+    async fn admin_op_replay(c: &mut PgConnection, seqs: &[i64]) -> Result<(), Error> {
+        admin::op_replay(c, seqs).await
+    }
+
+    async fn admin_op_cancel(c: &mut PgConnection, seqs: &[i64], note: &str) -> Result<(), Error> {
+        admin::op_cancel(c, seqs, note).await
+    }
+
+    async fn admin_log_insert(
+        c: &mut PgConnection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        admin::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_purge_count(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        admin::purge_count(&self.pool, states, older_than_ms).await
+    }
+
+    async fn admin_purge(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        admin::purge(&self.pool, states, older_than_ms, batch).await
+    }
+}

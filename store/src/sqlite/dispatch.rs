@@ -1,0 +1,236 @@
+//! The dispatcher's statements on SQLite: claim, complete, give back, wake-ups, counts and
+//! retention; and the rows a claim returns, read without trusting them (G9, G11).
+
+use super::*;
+
+const OP_CLAIM_DUE: &str = include_str!("../../sql/sqlite/op_claim_due.sql");
+const OP_SUPERSEDE_STALE_GENERATION: &str =
+    include_str!("../../sql/sqlite/op_supersede_stale_generation.sql");
+const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../../sql/sqlite/op_complete_if_claimed.sql");
+const ATTEMPT_INSERT: &str = include_str!("../../sql/sqlite/attempt_insert.sql");
+const OP_RELEASE_CLAIM: &str = include_str!("../../sql/sqlite/op_release_claim.sql");
+const OP_STATS: &str = include_str!("../../sql/sqlite/op_stats.sql");
+const WAKEUP_SET: &str = include_str!("../../sql/sqlite/wakeup_set.sql");
+const OP_NEXT_DUE: &str = include_str!("../../sql/sqlite/op_next_due.sql");
+const OP_PURGE_FINISHED: &str = include_str!("../../sql/sqlite/op_purge_finished.sql");
+const OP_UNROUTED_LIST: &str = include_str!("../../sql/sqlite/op_unrouted_list.sql");
+
+impl SqliteStore {
+    pub(crate) async fn op_claim(
+        &self,
+        lease: &Lease,
+        part: Partition,
+        destinations: &[String],
+        limit: u32,
+        max_body_bytes: usize,
+    ) -> Result<Claimed, Error> {
+        let destinations = json_list(destinations);
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
+            .execute(&mut *tx)
+            .await
+            .map_err(map_err)?
+            .rows_affected();
+        let rows = sqlx::query(OP_CLAIM_DUE)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(part.count())
+            .bind(part.index())
+            .bind(destinations)
+            .bind(limit)
+            .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        // Read before commit: a claim is never committed with rows nobody has looked at.
+        let decoded = rows
+            .iter()
+            .map(|r| claimed_op(r).map_err(|e| unreadable(r, e)))
+            .collect();
+        tx.commit().await.map_err(map_err)?;
+        Ok(Claimed::new(decoded, superseded))
+    }
+
+    /// Records completions in one transaction (one commit, one fsync); each is checked on
+    /// its own, so a discarded one does not hold back the others.
+    pub(crate) async fn op_complete_batch(
+        &self,
+        lease: &Lease,
+        completions: &[Completion],
+    ) -> Result<Vec<bool>, Error> {
+        let mut tx = self
+            .pool
+            .begin_with(BEGIN_IMMEDIATE)
+            .await
+            .map_err(map_err)?;
+        let mut applied = Vec::with_capacity(completions.len());
+        for c in completions {
+            applied.push(complete_on(&mut tx, lease, c).await?);
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(applied)
+    }
+
+    pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
+        let done = sqlx::query(OP_RELEASE_CLAIM)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(seq)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    pub(crate) async fn op_stats(&self) -> Result<OpStats, Error> {
+        let r = sqlx::query(OP_STATS)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(OpStats {
+            pending: r.col("pending")?,
+            in_flight: r.col("in_flight")?,
+            oldest_pending_ms: r.col("oldest_pending_ms")?,
+        })
+    }
+
+    pub(crate) async fn wakeup_set(&self, part: Partition, listening: bool) -> Result<(), Error> {
+        sqlx::query(WAKEUP_SET)
+            .bind(part.index() as i32)
+            .bind(listening)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn op_next_due(
+        &self,
+        part: Partition,
+        destinations: &[String],
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(OP_NEXT_DUE)
+            .bind(part.count())
+            .bind(part.index())
+            .bind(json_list(destinations))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(map_err)?;
+        row.col("due_in_ms")
+    }
+
+    pub(crate) async fn op_purge_finished(
+        &self,
+        older_than_ms: i64,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let done = sqlx::query(OP_PURGE_FINISHED)
+            .bind(older_than_ms)
+            .bind(batch)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn op_unrouted_list(
+        &self,
+        destinations: &[String],
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        let rows = sqlx::query(OP_UNROUTED_LIST)
+            .bind(json_list(destinations))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
+            .collect()
+    }
+}
+
+/// One completion inside a transaction: the guarded update, then the attempt's row if it
+/// applied.
+async fn complete_on(
+    conn: &mut SqliteConnection,
+    lease: &Lease,
+    c: &Completion,
+) -> Result<bool, Error> {
+    let error = c.stored_error();
+    let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
+        .bind(c.seq)
+        .bind(lease.token.get())
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid().hyphenated())
+        .bind(c.next.state())
+        .bind(c.next.delay_ms())
+        .bind(error.as_deref())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    let Some(applied) = applied else {
+        return Ok(false);
+    };
+    // The row's own op id, as stored: the attempt references it whatever the claim read.
+    let op_id: String = applied.col("op_id")?;
+    sqlx::query(ATTEMPT_INSERT)
+        .bind(op_id)
+        .bind(c.attempt)
+        .bind(lease.token.get())
+        .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
+        .bind(c.outcome.as_str())
+        .bind(c.http_status.map(i32::from))
+        .bind(error.as_deref())
+        .bind(c.stored_excerpt())
+        .execute(&mut *conn)
+        .await
+        .map_err(map_err)?;
+    Ok(true)
+}
+
+/// A row of `op_claim_due.sql`.
+fn claimed_op(r: &SqliteRow) -> Result<ClaimedOp, Error> {
+    Ok(ClaimedOp {
+        seq: r.col("id")?,
+        op_id: r.col::<Hyphenated>("op_id")?.into_uuid(),
+        resource: r.col("resource")?,
+        token: FencingToken::new(r.col("fence")?),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        method: r.col("method")?,
+        path: r.col("path")?,
+        headers: parse_headers(&r.col::<String>("headers")?, Backend::Sqlite)?,
+        content_type: r.col("content_type")?,
+        body: r.col("body")?,
+        body_bytes: r.col("body_bytes")?,
+        attempt: r.col("attempts")?,
+        created_at: r.col("created_at")?,
+        claimed_at: r.col("claimed_at")?,
+        trace_context: r.col("trace_context")?,
+        budget_attempt: r.col("budget_attempt")?,
+        budget_since: r.col("budget_since")?,
+    })
+}
+
+/// What can still be read of a claimed row that [`claimed_op`] could not read.
+fn unreadable(r: &SqliteRow, e: Error) -> Unreadable {
+    Unreadable {
+        seq: r.col("id").unwrap_or(0),
+        op_id: r
+            .col::<Hyphenated>("op_id")
+            .map(Hyphenated::into_uuid)
+            .unwrap_or_default(),
+        attempt: r.col("attempts").unwrap_or(0),
+        claimed_at: r
+            .col("claimed_at")
+            .unwrap_or_else(|_| OffsetDateTime::now_utc()),
+        reason: e.to_string(),
+    }
+}
