@@ -10,6 +10,7 @@
 
 pub(crate) mod change;
 pub(crate) mod rows;
+mod store;
 
 pub(crate) use change::{Action, Locked};
 

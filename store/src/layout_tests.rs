@@ -1,0 +1,128 @@
+//! The layout rule of STYLE.md: every backend has the same SQL and migration file names, and
+//! every file is used, so no dialect's file can be forgotten or left dead.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Files only some backends have, and why: the others do the same work another way.
+const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
+    (
+        "postgres",
+        "op_complete_batch_if_claimed.sql",
+        "one statement for a batch of completions saves round trips; SQLite runs its two per-op statements in one transaction, in-process",
+    ),
+    (
+        "sqlite",
+        "op_complete_if_claimed.sql",
+        "see op_complete_batch_if_claimed.sql",
+    ),
+    (
+        "sqlite",
+        "attempt_insert.sql",
+        "see op_complete_batch_if_claimed.sql",
+    ),
+    (
+        "postgres",
+        "op_insert_new_if_lease_held.sql",
+        "PostgreSQL's speculative insertion costs every row; SQLite's ON CONFLICT costs nothing extra",
+    ),
+    (
+        "postgres",
+        "op_insert_batch_new_if_lease_held.sql",
+        "see op_insert_new_if_lease_held.sql",
+    ),
+];
+
+/// Every backend, and whether its statements are part of this build yet: SQL Server's
+/// arrive with its backend (its migrations are already here, and checked below).
+const BACKENDS: &[(crate::Backend, bool)] = &[
+    (crate::Backend::Postgres, true),
+    (crate::Backend::Sqlite, true),
+    (crate::Backend::Mssql, false),
+];
+
+/// Every Rust file of a backend's module folder, as one text without white space.
+fn module_source(backend: &str) -> String {
+    let dir = root().join("src").join(backend);
+    names(&dir)
+        .iter()
+        .filter(|f| f.ends_with(".rs"))
+        .map(|f| std::fs::read_to_string(dir.join(f)).unwrap())
+        .collect::<String>()
+        .replace(char::is_whitespace, "")
+}
+
+#[test]
+fn sql_files_are_the_same_for_every_backend_and_all_used() {
+    let only = |backend: &str| -> BTreeSet<String> {
+        NOT_EVERY_BACKEND
+            .iter()
+            .filter(|(b, _, _)| *b == backend)
+            .map(|(_, f, _)| f.to_string())
+            .collect()
+    };
+    let common = |backend: &str| -> Vec<String> {
+        names(&root().join("sql").join(backend))
+            .difference(&only(backend))
+            .cloned()
+            .collect()
+    };
+    let reference = common("postgres");
+    for (backend, built) in BACKENDS {
+        let backend = backend.name();
+        let dir = root().join("sql").join(backend);
+        if !built && !dir.exists() {
+            eprintln!("sql/{backend}: not part of this build yet");
+            continue;
+        }
+        assert_eq!(
+            common(backend),
+            reference,
+            "sql/{backend} and sql/postgres must hold the same file names, but for NOT_EVERY_BACKEND"
+        );
+        let source = module_source(backend);
+        for file in names(&dir) {
+            let include = format!("include_str!(\"../../sql/{backend}/{file}\")");
+            assert!(
+                source.contains(&include),
+                "src/{backend}/ does not use sql/{backend}/{file}"
+            );
+        }
+    }
+}
+
+#[test]
+fn migrations_are_the_same_for_every_backend_and_all_embedded() {
+    let migrations = root().join("../migrations");
+    let pg = names(&migrations.join("postgres"));
+    for backend in [
+        crate::Backend::Postgres,
+        crate::Backend::Sqlite,
+        crate::Backend::Mssql,
+    ] {
+        let files = names(&migrations.join(backend.name()));
+        assert_eq!(
+            files, pg,
+            "migrations/{backend} differs from migrations/postgres"
+        );
+        let embedded: BTreeSet<String> = crate::migrate::migrations(backend)
+            .iter()
+            .map(|m| format!("{}.sql", crate::migrate::label(m)))
+            .collect();
+        assert_eq!(
+            embedded, files,
+            "migrations/{backend} has files the build does not embed"
+        );
+    }
+}
