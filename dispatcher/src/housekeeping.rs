@@ -48,28 +48,48 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
 const UNROUTED_SHOWN: u32 = 50;
 /// How many names are remembered as warned about; past it, new names are not warned again.
 const UNROUTED_WARNED: usize = 1000;
+/// How many names ever get a labelled series: the exporter keeps every series it was given,
+/// so past this, names that change over time are counted under [`UNROUTED_OTHER`] instead.
+const UNROUTED_LABELLED: usize = 200;
+/// The `destination` label of the ops of names past [`UNROUTED_LABELLED`].
+const UNROUTED_OTHER: &str = "(other)";
 
 /// Destinations with pending ops that are not configured: a gauge each (at most
-/// [`UNROUTED_SHOWN`]), one warning each.
+/// [`UNROUTED_SHOWN`] at a time, [`UNROUTED_LABELLED`] over the process's life), one warning
+/// each.
 #[derive(Debug, Default)]
 struct Unrouted {
     warned: HashSet<String>,
+    /// Every name that was given a series of its own.
+    labelled: HashSet<String>,
+    /// The series set to a non-zero value by the last report.
     reported: HashSet<String>,
 }
 
 impl Unrouted {
     fn report(&mut self, list: Vec<(String, i64)>) {
-        let now: HashSet<String> = list.iter().map(|(d, _)| d.clone()).collect();
-        for gone in self.reported.difference(&now) {
-            metrics::gauge!(m::UNROUTED, "destination" => gone.clone()).set(0.0);
-        }
+        let mut now: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
         for (destination, pending) in &list {
-            metrics::gauge!(m::UNROUTED, "destination" => destination.clone()).set(*pending as f64);
             if self.warned.len() < UNROUTED_WARNED && self.warned.insert(destination.clone()) {
                 tracing::warn!(%destination, pending, "ops wait for a destination that is not configured; they are kept, not sent");
             }
+            let known = self.labelled.contains(destination)
+                || (self.labelled.len() < UNROUTED_LABELLED
+                    && self.labelled.insert(destination.clone()));
+            let label = if known {
+                destination.as_str()
+            } else {
+                UNROUTED_OTHER
+            };
+            *now.entry(label.to_owned()).or_default() += pending;
         }
-        self.reported = now;
+        for gone in self.reported.iter().filter(|d| !now.contains_key(*d)) {
+            metrics::gauge!(m::UNROUTED, "destination" => gone.clone()).set(0.0);
+        }
+        for (label, pending) in &now {
+            metrics::gauge!(m::UNROUTED, "destination" => label.clone()).set(*pending as f64);
+        }
+        self.reported = now.into_keys().collect();
     }
 }
 
@@ -112,5 +132,7 @@ mod tests {
         }
         assert!(unrouted.warned.len() <= UNROUTED_WARNED);
         assert!(unrouted.reported.len() <= UNROUTED_SHOWN as usize);
+        assert_eq!(unrouted.labelled.len(), UNROUTED_LABELLED);
+        assert!(unrouted.reported.contains(UNROUTED_OTHER));
     }
 }

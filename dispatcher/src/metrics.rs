@@ -41,7 +41,8 @@ pub const IN_FLIGHT_OPS: &str = "outbox_in_flight_ops";
 pub const OLDEST_PENDING_AGE: &str = "outbox_oldest_pending_age_seconds";
 /// Pending ops dropped because their token was no longer the newest (expire_with_generation).
 pub const SUPERSEDED: &str = "outbox_superseded_total";
-/// Pending ops whose destination is not configured, by `destination`.
+/// Pending ops whose destination is not configured, by `destination` (at most 50 names at a
+/// time and 200 over the process's life; later names are counted under `(other)`).
 pub const UNROUTED: &str = "outbox_unrouted_ops";
 /// 1 while this process leads the `partition`, 0 while standby.
 pub const LEADER: &str = "outbox_partition_leader";
