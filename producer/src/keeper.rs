@@ -69,11 +69,3 @@ impl LeaseKeeper {
         self.outbox.release(&lease).await
     }
 }
-
-impl Drop for LeaseKeeper {
-    fn drop(&mut self) {
-        if let Some(renewal) = &self.renewal {
-            renewal.stop_soon();
-        }
-    }
-}

@@ -50,11 +50,6 @@ impl Renewal {
         self.stop.cancel();
         let _ = (&mut self.task).await;
     }
-
-    /// Stops renewing without waiting.
-    pub fn stop_soon(&self) {
-        self.stop.cancel();
-    }
 }
 
 /// Dropping a renewal stops it: whoever held it (a partition loop that panicked, a worker

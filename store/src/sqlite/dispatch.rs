@@ -25,11 +25,7 @@ impl SqliteStore {
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
         let destinations = json_list(destinations);
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
+        let mut tx = self.begin().await?;
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
             .execute(&mut *tx)
             .await
@@ -63,11 +59,7 @@ impl SqliteStore {
         lease: &Lease,
         completions: &[Completion],
     ) -> Result<Vec<bool>, Error> {
-        let mut tx = self
-            .pool
-            .begin_with(BEGIN_IMMEDIATE)
-            .await
-            .map_err(map_err)?;
+        let mut tx = self.begin().await?;
         let mut applied = Vec::with_capacity(completions.len());
         for c in completions {
             applied.push(complete_on(&mut tx, lease, c).await?);

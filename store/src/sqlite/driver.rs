@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
+/// no other writer can slip between them.
+const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
+
 const LEASE_CHECK: &str = include_str!("../../sql/sqlite/lease_check.sql");
 const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../../sql/sqlite/op_insert_if_lease_held.sql");
 const OP_SUPERSEDE_OLDER_PENDING: &str =

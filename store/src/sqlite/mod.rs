@@ -42,9 +42,6 @@ const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
     include_str!("../../sql/sqlite/op_insert_batch_if_lease_held.sql");
 const REJECTION_INSERT: &str = include_str!("../../sql/sqlite/rejection_insert.sql");
 const REJECTION_LIST: &str = include_str!("../../sql/sqlite/rejection_list.sql");
-/// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
-/// no other writer can slip between them.
-pub(crate) const BEGIN_IMMEDIATE: &str = "BEGIN IMMEDIATE";
 
 /// A connection pool to one SQLite database file.
 #[derive(Debug, Clone)]
