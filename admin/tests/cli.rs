@@ -438,3 +438,47 @@ fn an_unreachable_database_exits_1_without_echoing_the_password() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!stderr(&out).contains("hunter2"), "{}", stderr(&out));
 }
+
+#[test]
+fn sql_server_urls_are_checked_and_never_echoed() {
+    let lease_list = |url: &str| outboxctl(&["lease", "list", "--database-url", url], &[]);
+
+    // A mistyped ADO.NET key is refused by name before anything connects.
+    let typo = lease_list("mssql://sa:hunter2@127.0.0.1:9/x?TrustServerCertifcate=true");
+    assert_eq!(typo.status.code(), Some(2), "{}", stderr(&typo));
+    assert!(
+        stderr(&typo).contains("TrustServerCertifcate"),
+        "{}",
+        stderr(&typo)
+    );
+    let in_query = lease_list("mssql://sa@127.0.0.1:9/x?Password=hunter2");
+    assert_eq!(in_query.status.code(), Some(2), "{}", stderr(&in_query));
+
+    // Nothing listens: unavailable, exit 1.
+    let closed = lease_list("mssql://sa:hunter2@127.0.0.1:9/x?TrustServerCertificate=true");
+    assert_eq!(closed.status.code(), Some(1), "{}", stderr(&closed));
+
+    // Something answers, but not in TDS: an error, never a panic or a hang.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(2).flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, b"\x04\x01\xff\xff garbage \x00\x1b[2J");
+        }
+    });
+    let url = format!(
+        "mssql://sa:hunter2@127.0.0.1:{port}/x?TrustServerCertificate=true&Connect%20Timeout=5"
+    );
+    let garbage = lease_list(&url);
+    assert_eq!(garbage.status.code(), Some(1), "{}", stderr(&garbage));
+    assert!(
+        !stderr(&garbage).contains("panicked"),
+        "{}",
+        stderr(&garbage)
+    );
+
+    for out in [&typo, &in_query, &closed, &garbage] {
+        assert!(!stderr(out).contains("hunter2"), "{}", stderr(out));
+    }
+}

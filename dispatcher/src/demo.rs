@@ -155,10 +155,10 @@ pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
         "setup",
         &format!(
             "outbox on {}, statement API on {api} (it cannot check tokens), dispatcher running",
-            if url.starts_with("sqlite") {
-                "SQLite"
-            } else {
-                "PostgreSQL"
+            match store.backend() {
+                outbox_store::Backend::Sqlite => "SQLite",
+                outbox_store::Backend::Postgres => "PostgreSQL",
+                outbox_store::Backend::Mssql => "SQL Server",
             }
         ),
     );

@@ -3,11 +3,17 @@
 -- Times are datetimeoffset(7) written from SYSUTCDATETIME(): the database clock decides (G2).
 -- Not executed in this repository's CI (no SQL Server runs on its machines); the integration
 -- suite applies it when OUTBOX_MSSQL_URL is set.
+-- Names and keys compare exactly, as PostgreSQL compares text: resource, destination,
+-- idempotency_key and order_key are COLLATE Latin1_General_100_BIN2. Under a database's
+-- default case-insensitive collation, resources 'A' and 'a' would be one lease (one token
+-- sequence for two resources, G1/G2), keys 'K' and 'k' one op (the second enqueue a duplicate
+-- or a conflict, G7), and order keys that differ in case one order (G8). Statements that
+-- compare these columns with values from OPENJSON collate those values the same way.
 
 -- One row per resource ever leased. The row is never deleted, so `fence` survives
 -- release, expiry and restarts and every acquisition gets a larger token (G1).
 CREATE TABLE dbo.outbox_leases (
-    resource    nvarchar(200)     NOT NULL CONSTRAINT PK_outbox_leases PRIMARY KEY,
+    resource    nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT PK_outbox_leases PRIMARY KEY,
     owner_id    uniqueidentifier  NULL,
     expires_at  datetimeoffset(7) NULL,
     fence       bigint            NOT NULL CONSTRAINT DF_outbox_leases_fence DEFAULT (0),
@@ -20,15 +26,15 @@ CREATE TABLE dbo.outbox_leases (
 CREATE TABLE dbo.outbox_ops (
     id                      bigint            IDENTITY(1, 1) NOT NULL CONSTRAINT PK_outbox_ops PRIMARY KEY,
     op_id                   uniqueidentifier  NOT NULL CONSTRAINT UQ_outbox_ops_op_id UNIQUE,
-    resource                nvarchar(200)     NOT NULL,
+    resource                nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL,
     fence                   bigint            NOT NULL,
     owner_id                uniqueidentifier  NOT NULL,
-    destination             varchar(64)       NOT NULL,
-    idempotency_key         varchar(255)      NOT NULL,
+    destination             varchar(64)       COLLATE Latin1_General_100_BIN2 NOT NULL,
+    idempotency_key         varchar(255)      COLLATE Latin1_General_100_BIN2 NOT NULL,
     -- SHA-256 of the canonical request: the same key with another request is a conflict (G7).
     request_hash            varbinary(32)     NOT NULL,
     -- NULL: the op is unordered and may be delivered beside any other.
-    order_key               nvarchar(255)     NULL,
+    order_key               nvarchar(255)     COLLATE Latin1_General_100_BIN2 NULL,
     -- Slot 0..1023, a stable hash of the order key (of the op id when unordered); partition p
     -- of P dispatcher partitions owns the slots with slot % P = p. Same key, same partition (G8).
     partition               int               NOT NULL CONSTRAINT DF_outbox_ops_partition DEFAULT (0),
@@ -44,7 +50,8 @@ CREATE TABLE dbo.outbox_ops (
     next_attempt_at         datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_ops_next DEFAULT (SYSUTCDATETIME()),
     claimed_by_fence        bigint            NULL,
     claimed_at              datetimeoffset(7) NULL,
-    last_error              nvarchar(2048)    NULL,
+    -- nvarchar counts UTF-16 units: room for 2048 characters outside the BMP (ERROR_MAX_CHARS).
+    last_error              nvarchar(4000)    NULL,
     trace_context           varchar(512)      NULL,
     created_at              datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_ops_created DEFAULT (SYSUTCDATETIME()),
     delivered_at            datetimeoffset(7) NULL,
@@ -97,8 +104,9 @@ CREATE TABLE dbo.outbox_attempts (
     -- delivered: 2xx; failed: a definite failure; unknown: timed out after the request was sent.
     outcome           varchar(16)       NULL,
     http_status       int               NULL,
-    error             nvarchar(2048)    NULL,
-    response_excerpt  nvarchar(1024)    NULL,
+    -- Twice the characters the dispatcher keeps (2048 and 1024): nvarchar counts UTF-16 units.
+    error             nvarchar(4000)    NULL,
+    response_excerpt  nvarchar(2048)    NULL,
     CONSTRAINT UQ_outbox_attempts_op_attempt UNIQUE (op_id, attempt),
     CONSTRAINT CK_outbox_attempts_outcome CHECK (outcome IN ('delivered', 'failed', 'unknown'))
 );
@@ -106,13 +114,13 @@ CREATE TABLE dbo.outbox_attempts (
 -- Stale or expired enqueue attempts (G4), kept for operators with bounded retention.
 CREATE TABLE dbo.outbox_rejections (
     id               bigint            IDENTITY(1, 1) NOT NULL CONSTRAINT PK_outbox_rejections PRIMARY KEY,
-    resource         nvarchar(200)     NOT NULL,
+    resource         nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL,
     owner_id         uniqueidentifier  NOT NULL,
     fence            bigint            NOT NULL,
     -- The resource's token when the enqueue was refused; NULL when it was never leased.
     current_fence    bigint            NULL,
-    destination      varchar(64)       NULL,
-    idempotency_key  varchar(255)      NULL,
+    destination      varchar(64)       COLLATE Latin1_General_100_BIN2 NULL,
+    idempotency_key  varchar(255)      COLLATE Latin1_General_100_BIN2 NULL,
     stage            varchar(32)       NOT NULL,
     reason           varchar(16)       NOT NULL,
     rejected_at      datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_rejections_at DEFAULT (SYSUTCDATETIME()),
@@ -127,9 +135,10 @@ CREATE INDEX IX_outbox_rejections_resource ON dbo.outbox_rejections (resource, r
 CREATE TABLE dbo.outbox_admin_log (
     id        bigint            IDENTITY(1, 1) NOT NULL CONSTRAINT PK_outbox_admin_log PRIMARY KEY,
     at        datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_admin_log_at DEFAULT (SYSUTCDATETIME()),
-    actor     nvarchar(200)     NOT NULL,
+    -- Sized in UTF-16 units for what Change::validate allows (200 and 2000 characters).
+    actor     nvarchar(400)     NOT NULL,
     action    varchar(16)       NOT NULL,
-    reason    nvarchar(1000)    NOT NULL,
+    reason    nvarchar(4000)    NOT NULL,
     -- The ops or filter the action applied to, and its counts, as JSON.
     details   nvarchar(max)     NOT NULL CONSTRAINT DF_outbox_admin_log_details DEFAULT (N'{}'),
     CONSTRAINT CK_outbox_admin_log_action CHECK (action IN ('replay', 'cancel', 'purge'))

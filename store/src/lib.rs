@@ -17,6 +17,7 @@ mod enqueue;
 pub mod error;
 pub mod migrate;
 pub mod model;
+pub mod mssql;
 pub mod op;
 mod postgres;
 pub mod renewal;
@@ -41,6 +42,7 @@ pub use op::{
 };
 pub use renewal::Renewal;
 
+use mssql::MsStore;
 use postgres::PgStore;
 use sqlite::SqliteStore;
 
@@ -79,13 +81,23 @@ impl Default for StoreOptions {
 /// A caller's own connection or transaction, so an op commits or rolls back together with
 /// the caller's business writes. On SQLite, begin it with `BEGIN IMMEDIATE`
 /// (`pool.begin_with("BEGIN IMMEDIATE")`): a deferred transaction that has only read may
-/// find the write lock taken and fail as retryable.
+/// find the write lock taken and fail as retryable. On SQL Server, open the client with
+/// [`mssql::connect`] (it sets the session options the outbox tables need) and run
+/// `BEGIN TRANSACTION` on it.
 #[derive(Debug)]
 pub enum Conn<'c> {
     /// A PostgreSQL connection or transaction.
     Postgres(&'c mut sqlx::PgConnection),
     /// An SQLite connection or transaction.
     Sqlite(&'c mut sqlx::SqliteConnection),
+    /// A SQL Server connection (in a transaction when it ran `BEGIN TRANSACTION`).
+    Mssql(&'c mut mssql::Client),
+}
+
+impl<'c> From<&'c mut mssql::Client> for Conn<'c> {
+    fn from(c: &'c mut mssql::Client) -> Self {
+        Conn::Mssql(c)
+    }
 }
 
 impl<'c> From<&'c mut sqlx::PgConnection> for Conn<'c> {
@@ -118,6 +130,7 @@ impl Conn<'_> {
         match self {
             Conn::Postgres(_) => Backend::Postgres,
             Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Mssql(_) => Backend::Mssql,
         }
     }
 }
@@ -133,6 +146,7 @@ pub struct Store {
 enum BackendStore {
     Postgres(PgStore),
     Sqlite(SqliteStore),
+    Mssql(MsStore),
 }
 
 /// Runs the same call on whichever backend the store holds.
@@ -141,6 +155,7 @@ macro_rules! on_backend {
         match &$store.backend {
             BackendStore::Postgres($b) => $call,
             BackendStore::Sqlite($b) => $call,
+            BackendStore::Mssql($b) => $call,
         }
     };
 }
@@ -154,13 +169,7 @@ impl Store {
         let backend = match backend_of(url)? {
             Backend::Postgres => BackendStore::Postgres(PgStore::connect(url, &options).await?),
             Backend::Sqlite => BackendStore::Sqlite(SqliteStore::connect(url, &options).await?),
-            Backend::Mssql => {
-                return Err(InvalidInput::new(
-                    "database_url",
-                    "the SQL Server backend is not part of this build yet; use postgres:// or sqlite://",
-                )
-                .into());
-            }
+            Backend::Mssql => BackendStore::Mssql(MsStore::connect(url, &options).await?),
         };
         Ok(Store {
             backend,
@@ -173,6 +182,7 @@ impl Store {
         match self.backend {
             BackendStore::Postgres(_) => Backend::Postgres,
             BackendStore::Sqlite(_) => Backend::Sqlite,
+            BackendStore::Mssql(_) => Backend::Mssql,
         }
     }
 
@@ -257,6 +267,7 @@ impl Store {
             (BackendStore::Sqlite(_), Conn::Sqlite(c)) => {
                 enqueue::on::<SqliteStore>(c, lease, op).await
             }
+            (BackendStore::Mssql(_), Conn::Mssql(c)) => enqueue::on::<MsStore>(c, lease, op).await,
             (_, conn) => Err(InvalidInput::new(
                 "transaction",
                 format!(
@@ -353,14 +364,14 @@ impl Store {
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:
     /// PostgreSQL LISTENs on the channel the enqueue notifies (reconnecting after errors, and
     /// waking once after each reconnect in case something was missed). SQLite has no
-    /// notifications and returns `None`: poll instead.
+    /// notifications and returns `None`, as SQL Server: poll instead.
     pub fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         match &self.backend {
             BackendStore::Postgres(b) => Some(b.listen_for_enqueues(wake)),
-            BackendStore::Sqlite(_) => None,
+            BackendStore::Sqlite(_) | BackendStore::Mssql(_) => None,
         }
     }
 

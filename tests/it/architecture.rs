@@ -40,6 +40,7 @@ fn every_path_sql_file_and_test_named_in_architecture_md_exists() {
             [
                 "store/sql/postgres",
                 "store/sql/sqlite",
+                "store/sql/mssql",
                 "migrations/postgres",
             ]
             .iter()

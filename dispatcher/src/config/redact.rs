@@ -213,6 +213,10 @@ mod tests {
             ),
             ("sqlite://outbox.db", "sqlite://outbox.db"),
             (
+                "mssql://sa:pw@h:1433/outbox?TrustServerCertificate=true&Encrypt=strict",
+                "mssql://***@h:1433/outbox?TrustServerCertificate=true&Encrypt=strict",
+            ),
+            (
                 "sqlite:///var/lib/outbox.db?mode=rwc",
                 "sqlite:///var/lib/outbox.db?mode=rwc",
             ),

@@ -1,0 +1,43 @@
+-- outboxctl show: one op with everything operators ask about, and its resource's newest token
+-- (an op of an older token is superseded for replay). The op's primary key, then the lease's.
+-- A plain read for operators: a statement snapshot under READ COMMITTED SNAPSHOT, short
+-- shared locks under READ COMMITTED; a change locks the op again (admin_op_lock.sql).
+-- Parameters: @P1 op row id (bigint).
+-- Returns id bigint, op_id uniqueidentifier, resource nvarchar, fence bigint, owner_id
+-- uniqueidentifier, destination varchar, idempotency_key varchar, order_key nvarchar (NULL),
+-- method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar (NULL),
+-- body varbinary, body_bytes bigint, state varchar, attempts int, next_attempt_at
+-- datetimeoffset, claimed_by_fence bigint (NULL), claimed_at datetimeoffset (NULL),
+-- last_error nvarchar (NULL), trace_context varchar (NULL), created_at datetimeoffset,
+-- delivered_at datetimeoffset (NULL), finished_at datetimeoffset (NULL), retry_base_attempts
+-- int, retry_since datetimeoffset (NULL), resource_fence bigint (NULL); or no row.
+SELECT o.id,
+       o.op_id,
+       o.resource,
+       o.fence,
+       o.owner_id,
+       o.destination,
+       o.idempotency_key,
+       o.order_key,
+       o.method,
+       o.path,
+       o.headers,
+       o.content_type,
+       o.body,
+       CAST(DATALENGTH(o.body) AS bigint) AS body_bytes,
+       o.state,
+       o.attempts,
+       o.next_attempt_at,
+       o.claimed_by_fence,
+       o.claimed_at,
+       o.last_error,
+       o.trace_context,
+       o.created_at,
+       o.delivered_at,
+       o.finished_at,
+       o.retry_base_attempts,
+       o.retry_since,
+       l.fence AS resource_fence
+FROM dbo.outbox_ops AS o
+LEFT JOIN dbo.outbox_leases AS l ON l.resource = o.resource
+WHERE o.id = @P1;

@@ -1,0 +1,27 @@
+-- outboxctl purge: delete one batch of finished ops of the given states that finished before
+-- the cut-off, with their attempts (ON DELETE CASCADE). The first state term repeats
+-- IX_outbox_ops_finished's predicate word for word, so the rows are found by finish time there.
+-- The DELETE finds its rows WITH (READPAST, ROWLOCK): a row locked by a concurrent change (a
+-- replay holding it from admin_op_lock.sql) is skipped, never waited for, as SKIP LOCKED does
+-- on PostgreSQL; the others are taken with update locks and checked on the current row, under
+-- READ COMMITTED and READ COMMITTED SNAPSHOT alike (a DELETE never decides from a version),
+-- so one changed meanwhile is re-checked as it is now, never deleted for what it was (G6).
+-- One autocommit statement per batch: its locks end with it.
+-- Time is SYSUTCDATETIME(), read once (the database clock). admin.rs clamps the age to
+-- MAX_AGE_MS (about 63 years: older than every row), and it is split into seconds and
+-- milliseconds, so DATEADD's int arguments never overflow.
+-- Parameters: @P1 states (nvarchar, a JSON array of state names; terminal states only,
+-- checked by admin/change.rs), @P2 age in milliseconds (bigint), @P3 batch size (bigint).
+-- Returns state (varchar), one row per op deleted.
+SET NOCOUNT ON;
+
+DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
+DECLARE @before datetimeoffset(7) =
+    DATEADD(MILLISECOND, -CAST(@P2 % 1000 AS int), DATEADD(SECOND, -CAST(@P2 / 1000 AS int), @now));
+
+DELETE TOP (@P3)
+FROM dbo.outbox_ops WITH (READPAST, ROWLOCK)
+OUTPUT deleted.state
+WHERE state IN ('delivered', 'dead', 'cancelled', 'superseded')
+  AND state IN (SELECT CAST(j.value AS varchar(16)) AS state FROM OPENJSON(@P1) AS j)
+  AND finished_at < @before;

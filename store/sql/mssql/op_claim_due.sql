@@ -1,0 +1,94 @@
+-- Claim due ops of one dispatcher partition for delivery (G8, G9).
+-- Only while the partition lease has this owner and token and is unexpired; only ops whose
+-- destination is configured; per order key only the head (lowest token, then sequence) and
+-- only when nothing of that key is in flight; never an expire_with_generation op whose token
+-- is no longer its resource's newest.
+-- One UPDATE through an updatable CTE with TOP and ORDER BY (SQL Server's queue pattern), so
+-- the lease check, the choice and the claim are one autocommit statement:
+-- - The lease row is read WITH (HOLDLOCK, ROWLOCK): a shared lock on its key held until the
+--   statement commits, a locking read of the latest committed row under READ COMMITTED and
+--   READ COMMITTED SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version).
+--   A takeover's UPDATE of the row waits for the claim to commit; a takeover already under way
+--   is waited for, then its new owner and token are seen and nothing is claimed (G9).
+-- - Candidates are read WITH (READPAST, UPDLOCK, ROWLOCK) (SKIP LOCKED): update locks on the
+--   latest committed rows, held to the commit, and rows another transaction has locked (a
+--   concurrent claim, a completion, an enqueue, an operator) are skipped, never waited for.
+-- - The order-key check reads the other ops of the key WITH (READCOMMITTEDLOCK), never with
+--   READPAST: a row of the key that a concurrent claim (or completion, release, operator) has
+--   locked is waited for, not skipped, and then seen as it was committed (in flight, say), so
+--   an op behind it is never taken for the head (G8). READCOMMITTEDLOCK makes that read a
+--   locking one under RCSI too, where a plain read would see the row's previous version.
+--   Two claims waiting on each other's rows of one key end in a deadlock victim (an error the
+--   caller retries), never in two ops of one key in flight.
+-- - The newest token of an op's resource (expire_with_generation) is a plain read, as in the
+--   PostgreSQL file; op_supersede_stale_generation.sql marks those ops before each claim.
+-- Time is SYSUTCDATETIME(), read once at the start of the batch (the database clock, G2).
+-- The claim records the lease resource beside its token (0003_hardening.sql). Destinations
+-- are compared in the column's binary collation (COLLATE), never clashing with OPENJSON's.
+-- Parameters: @P1 partition lease resource (nvarchar), @P2 owner id (uniqueidentifier),
+-- @P3 token (bigint), @P4 partition count (int), @P5 partition index (int), @P6 configured
+-- destinations (nvarchar, a JSON array of strings), @P7 how many at most (bigint), @P8 the
+-- dispatcher's max_body_bytes (bigint).
+-- Returns the claimed ops, their attempt number already counted: id bigint, op_id
+-- uniqueidentifier, resource nvarchar, fence bigint, destination varchar, idempotency_key
+-- varchar, method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar
+-- (NULL), body varbinary (empty, 0x, when larger than @P8: a larger one is never loaded, the
+-- dispatcher makes the op dead by body_bytes), body_bytes bigint, attempts int, created_at
+-- datetimeoffset, claimed_at datetimeoffset, trace_context varchar (NULL), budget_attempt
+-- int, budget_since datetimeoffset.
+SET NOCOUNT ON;
+
+DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
+
+WITH c AS (
+    SELECT TOP (@P7) o.*
+    FROM dbo.outbox_ops AS o WITH (READPAST, UPDLOCK, ROWLOCK)
+    WHERE EXISTS (
+            SELECT 1
+            FROM dbo.outbox_leases AS l WITH (HOLDLOCK, ROWLOCK)
+            WHERE l.resource = @P1
+              AND l.owner_id = @P2
+              AND l.fence = @P3
+              AND l.expires_at > @now)
+      AND o.state = 'pending'
+      AND o.next_attempt_at <= @now
+      AND o.partition % @P4 = @P5
+      AND o.destination IN (
+            SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+            FROM OPENJSON(@P6) AS j)
+      AND (o.order_key IS NULL OR NOT EXISTS (
+            SELECT 1
+            FROM dbo.outbox_ops AS x WITH (READCOMMITTEDLOCK)
+            WHERE x.order_key = o.order_key
+              AND x.state IN ('pending', 'in_flight')
+              AND (x.state = 'in_flight'
+                   OR x.fence < o.fence
+                   OR (x.fence = o.fence AND x.id < o.id))))
+      AND NOT (o.expire_with_generation = 1 AND o.fence < (
+            SELECT g.fence FROM dbo.outbox_leases AS g WHERE g.resource = o.resource))
+    ORDER BY o.next_attempt_at, o.id
+)
+UPDATE c
+SET state = 'in_flight',
+    claimed_by_fence = @P3,
+    claimed_by_lease = @P1,
+    claimed_at = @now,
+    attempts = attempts + 1
+OUTPUT inserted.id,
+       inserted.op_id,
+       inserted.resource,
+       inserted.fence,
+       inserted.destination,
+       inserted.idempotency_key,
+       inserted.method,
+       inserted.path,
+       inserted.headers,
+       inserted.content_type,
+       CASE WHEN DATALENGTH(inserted.body) <= @P8 THEN inserted.body ELSE 0x END AS body,
+       CAST(DATALENGTH(inserted.body) AS bigint) AS body_bytes,
+       inserted.attempts,
+       inserted.created_at,
+       inserted.claimed_at,
+       inserted.trace_context,
+       CAST(inserted.attempts - inserted.retry_base_attempts AS int) AS budget_attempt,
+       COALESCE(inserted.retry_since, inserted.created_at) AS budget_since;

@@ -1,0 +1,117 @@
+-- Record the ends of many attempts in one batch (the recorder's batch): each op becomes
+-- delivered, pending again (retry) or dead, and gets its attempt row (G6, G9). Each applies only
+-- while the op is in flight under this partition lease and token, and the lease still has this
+-- owner and token; the others change nothing.
+-- The batch runs in its own transaction (BEGIN TRANSACTION ... COMMIT TRANSACTION, with
+-- XACT_ABORT ON: an error rolls all of it back), so the ops' new states and their attempt rows
+-- commit together or not at all:
+-- - The lease row is read WITH (HOLDLOCK, ROWLOCK): a shared lock on its key held until the
+--   commit, a locking read of the latest committed row under READ COMMITTED and READ COMMITTED
+--   SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version). A takeover's
+--   UPDATE of the row waits for the commit; one already under way is waited for, then its new
+--   owner and token are seen and nothing applies (G9).
+-- - The UPDATE finds its ops with update locks and checks them on the current row in both
+--   modes; they stay exclusively locked until the commit, so a re-queue by a new leader waits
+--   and then finds them no longer in flight.
+-- - An attempt row whose (op_id, attempt) exists already (the new leader of another partition
+--   count recorded it as abandoned) is skipped, as ON CONFLICT DO NOTHING does: the check reads
+--   WITH (UPDLOCK, HOLDLOCK), a key-range lock held to the commit, so no such row can be
+--   inserted between the check and the insert.
+-- A completion listed twice for one op row counts once (its first occurrence in the array).
+-- Time is SYSUTCDATETIME(), read once at the start of the batch (the database clock, G2);
+-- retry delays are added as seconds and milliseconds, so a long delay never overflows DATEADD.
+-- Parameters: @P1 partition lease resource (nvarchar), @P2 owner id (uniqueidentifier),
+-- @P3 dispatcher token (bigint), @P4 the completions (nvarchar, a JSON array of objects
+-- {seq: op row id (bigint), state: new state, delay_ms: retry delay in ms (bigint), error:
+-- (string or null), attempt: attempt number (int), started_at: attempt start (text, ISO 8601
+-- with offset, read as datetimeoffset(7)), outcome, http_status (int or null), excerpt (string
+-- or null)}).
+-- Returns the row ids that applied: id (bigint), one row each.
+SET NOCOUNT ON;
+SET XACT_ABORT ON;
+
+DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
+
+DECLARE @c TABLE (
+    seq bigint NOT NULL PRIMARY KEY,
+    state varchar(16) NOT NULL,
+    delay_ms bigint NOT NULL,
+    error nvarchar(max) NULL,
+    attempt int NOT NULL,
+    started_at datetimeoffset(7) NOT NULL,
+    outcome varchar(16) NOT NULL,
+    http_status int NULL,
+    excerpt nvarchar(max) NULL
+);
+
+DECLARE @done TABLE (
+    id bigint NOT NULL PRIMARY KEY,
+    op_id uniqueidentifier NOT NULL
+);
+
+INSERT INTO @c (seq, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt)
+SELECT d.seq, d.state, d.delay_ms, d.error, d.attempt, d.started_at, d.outcome, d.http_status,
+       d.excerpt
+FROM (
+    SELECT j.seq, j.state, j.delay_ms, j.error, j.attempt, j.started_at, j.outcome,
+           j.http_status, j.excerpt,
+           ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY CAST(a.[key] AS int)) AS n
+    FROM OPENJSON(@P4) AS a
+    CROSS APPLY OPENJSON(a.value) WITH (
+        seq bigint '$.seq',
+        state varchar(16) '$.state',
+        delay_ms bigint '$.delay_ms',
+        error nvarchar(max) '$.error',
+        attempt int '$.attempt',
+        started_at datetimeoffset(7) '$.started_at',
+        outcome varchar(16) '$.outcome',
+        http_status int '$.http_status',
+        excerpt nvarchar(max) '$.excerpt'
+    ) AS j
+) AS d
+WHERE d.n = 1;
+
+BEGIN TRANSACTION;
+
+UPDATE o
+SET state = c.state,
+    claimed_by_fence = NULL,
+    claimed_by_lease = NULL,
+    claimed_at = NULL,
+    next_attempt_at = CASE
+                          WHEN c.state = 'pending'
+                              THEN DATEADD(MILLISECOND, CAST(c.delay_ms % 1000 AS int),
+                                           DATEADD(SECOND, CAST(c.delay_ms / 1000 AS int), @now))
+                          ELSE o.next_attempt_at
+                      END,
+    delivered_at = CASE WHEN c.state = 'delivered' THEN @now ELSE o.delivered_at END,
+    finished_at = CASE WHEN c.state IN ('delivered', 'dead') THEN @now END,
+    last_error = c.error
+OUTPUT inserted.id, inserted.op_id INTO @done (id, op_id)
+FROM dbo.outbox_ops AS o
+INNER JOIN @c AS c ON c.seq = o.id
+WHERE o.state = 'in_flight'
+  AND o.claimed_by_fence = @P3
+  AND o.claimed_by_lease = @P1
+  AND EXISTS (
+        SELECT 1
+        FROM dbo.outbox_leases AS l WITH (HOLDLOCK, ROWLOCK)
+        WHERE l.resource = @P1
+          AND l.owner_id = @P2
+          AND l.fence = @P3);
+
+INSERT INTO dbo.outbox_attempts (op_id, attempt, dispatcher_fence, started_at, finished_at,
+                                 outcome, http_status, error, response_excerpt)
+SELECT d.op_id, c.attempt, @P3, c.started_at, @now, c.outcome, c.http_status, c.error,
+       c.excerpt
+FROM @done AS d
+INNER JOIN @c AS c ON c.seq = d.id
+WHERE NOT EXISTS (
+        SELECT 1
+        FROM dbo.outbox_attempts AS a WITH (UPDLOCK, HOLDLOCK)
+        WHERE a.op_id = d.op_id
+          AND a.attempt = c.attempt);
+
+COMMIT TRANSACTION;
+
+SELECT id FROM @done;

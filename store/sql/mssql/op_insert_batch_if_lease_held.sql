@@ -1,0 +1,114 @@
+-- The fenced enqueue of a whole batch, inside the Rust side's transaction: the lease row is
+-- read first WITH (HOLDLOCK, ROWLOCK) (a locking read under READ COMMITTED and READ COMMITTED
+-- SNAPSHOT alike: a shared lock held to the end of the transaction, which a takeover's UPDATE
+-- waits for), and when this owner and token do not hold an unexpired lease by the database
+-- clock the batch THROWs why (G4): 51003 `no lease` (never leased) or `no lease; current
+-- token <n>` (released), 51001 `stale; current token <n>` (another token or owner), 51002
+-- `expired`; the same order of checks as enqueue.rs's check_lease. The batch runs in the Rust
+-- side's own transaction, which the THROW ends (XACT_ABORT ON): nothing of it is written.
+-- Otherwise every op is inserted in batch order (ids follow the array), skipping those whose
+-- (destination, idempotency key) exists or came earlier in the batch (G7, resolved by the
+-- caller in the same transaction). SQL Server has no array parameters, so the ops come as one
+-- JSON array (OPENJSON; j.[key] is the element's index); bytes are hex. Keys are compared and
+-- grouped in the columns' binary collation, as PostgreSQL compares text. The keys are read
+-- WITH (UPDLOCK, HOLDLOCK), as in op_insert_if_lease_held.sql, so two inserts of one key
+-- serialise.
+-- Parameters: @P1 resource, @P2 owner id, @P3 token, @P4 JSON array of objects {op_id,
+-- destination, key, hash (hex), order_key, partition, method, path, headers (JSON text, as a
+-- JSON string), content_type, body (hex), expire (bool), delay_ms, trace}.
+-- Returns the id (bigint) and op_id (uniqueidentifier) of each op inserted, in no particular
+-- row order (the ids are in batch order).
+SET NOCOUNT ON;
+DECLARE @owner uniqueidentifier, @fence bigint, @live bit, @why nvarchar(200);
+SELECT @owner = owner_id,
+       @fence = fence,
+       @live = CASE WHEN expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7)) THEN 1 ELSE 0 END
+FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
+WHERE resource = @P1;
+IF @fence IS NULL
+    THROW 51003, N'no lease', 1;
+IF @fence <> @P3
+BEGIN
+    SET @why = CONCAT(N'stale; current token ', @fence);
+    THROW 51001, @why, 1;
+END;
+IF @owner IS NULL
+BEGIN
+    SET @why = CONCAT(N'no lease; current token ', @fence);
+    THROW 51003, @why, 1;
+END;
+IF @owner <> @P2
+BEGIN
+    SET @why = CONCAT(N'stale; current token ', @fence);
+    THROW 51001, @why, 1;
+END;
+IF @live = 0
+    THROW 51002, N'expired', 1;
+
+WITH batch AS (
+    SELECT CAST(j.[key] AS int) AS ord,
+           o.op_id,
+           o.destination COLLATE Latin1_General_100_BIN2 AS destination,
+           o.idempotency_key COLLATE Latin1_General_100_BIN2 AS idempotency_key,
+           o.hash,
+           o.order_key,
+           o.partition,
+           o.method,
+           o.path,
+           o.headers,
+           o.content_type,
+           o.body,
+           o.expire,
+           o.delay_ms,
+           o.trace
+    FROM OPENJSON(@P4) AS j
+    CROSS APPLY OPENJSON(j.value) WITH (
+        op_id uniqueidentifier '$.op_id',
+        destination varchar(64) '$.destination',
+        idempotency_key varchar(255) '$.key',
+        hash varchar(max) '$.hash',
+        order_key nvarchar(max) '$.order_key',
+        partition int '$.partition',
+        method nvarchar(max) '$.method',
+        path nvarchar(max) '$.path',
+        headers nvarchar(max) '$.headers',
+        content_type nvarchar(max) '$.content_type',
+        body varchar(max) '$.body',
+        expire bit '$.expire',
+        delay_ms bigint '$.delay_ms',
+        trace nvarchar(max) '$.trace'
+    ) AS o
+), numbered AS (
+    SELECT b.*,
+           ROW_NUMBER() OVER (PARTITION BY b.destination, b.idempotency_key ORDER BY b.ord) AS nth
+    FROM batch AS b
+)
+INSERT INTO dbo.outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
+                            request_hash, order_key, partition, method, path, headers,
+                            content_type, body, expire_with_generation, next_attempt_at,
+                            trace_context)
+OUTPUT inserted.id, inserted.op_id
+SELECT n.op_id, @P1, @P3, @P2, n.destination, n.idempotency_key,
+       CONVERT(varbinary(max), n.hash, 2), n.order_key, n.partition, n.method, n.path,
+       n.headers, n.content_type, CONVERT(varbinary(max), n.body, 2), n.expire,
+       DATEADD(MILLISECOND, CAST(n.delay_ms % 1000 AS int),
+               DATEADD(SECOND, CAST(n.delay_ms / 1000 AS int),
+                       CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
+       n.trace
+FROM numbered AS n
+WHERE n.nth = 1
+  AND EXISTS (
+      SELECT 1
+      FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
+      WHERE resource = @P1
+        AND owner_id = @P2
+        AND fence = @P3
+        AND expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7))
+  )
+  AND NOT EXISTS (
+      SELECT 1
+      FROM dbo.outbox_ops AS e WITH (UPDLOCK, HOLDLOCK)
+      WHERE e.destination = n.destination
+        AND e.idempotency_key = n.idempotency_key
+  )
+ORDER BY n.ord;

@@ -1,0 +1,22 @@
+-- Milliseconds until the next pending op of this partition is due (0 or less: due now), so
+-- the drain loop can sleep exactly that long. NULL when nothing is pending.
+-- The first match in the filtered due index (IX_outbox_ops_due, in due order) is the earliest;
+-- an aggregate would read them all. Destinations are compared in the column's binary
+-- collation (COLLATE), never clashing with OPENJSON's. A plain read: a statement snapshot
+-- under READ COMMITTED SNAPSHOT, short shared locks under READ COMMITTED; it only decides how
+-- long to sleep, and an enqueue or the next poll wakes the loop anyway.
+-- Time is SYSUTCDATETIME(), the database clock (G2).
+-- Parameters: @P1 partition count (int), @P2 partition index (int), @P3 configured destinations
+-- (nvarchar, a JSON array of strings).
+-- Returns one row always: due_in_ms (bigint, NULL when nothing is pending).
+SELECT DATEDIFF_BIG(
+           MILLISECOND,
+           CAST(SYSUTCDATETIME() AS datetimeoffset(7)),
+           (SELECT TOP (1) o.next_attempt_at
+            FROM dbo.outbox_ops AS o
+            WHERE o.state = 'pending'
+              AND o.partition % @P1 = @P2
+              AND o.destination IN (
+                    SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+                    FROM OPENJSON(@P3) AS j)
+            ORDER BY o.next_attempt_at, o.id)) AS due_in_ms;

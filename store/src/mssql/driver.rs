@@ -1,0 +1,272 @@
+//! SQL Server's statements for the flows written once over [`Driver`]: transactions and
+//! migrations, the enqueue decision, the re-queue on takeover, and operators' changes
+//! (`admin.rs` holds those).
+
+use super::*;
+
+const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../../sql/mssql/op_insert_if_lease_held.sql");
+const LEASE_CHECK: &str = include_str!("../../sql/mssql/lease_check.sql");
+const OP_SUPERSEDE_OLDER_PENDING: &str =
+    include_str!("../../sql/mssql/op_supersede_older_pending.sql");
+const OP_FIND_BY_KEY: &str = include_str!("../../sql/mssql/op_find_by_key.sql");
+const ATTEMPT_RECORD_ABANDONED: &str = include_str!("../../sql/mssql/attempt_record_abandoned.sql");
+const OP_REQUEUE_ABANDONED: &str = include_str!("../../sql/mssql/op_requeue_abandoned.sql");
+const MIGRATION_BEGIN: &str = include_str!("../../sql/mssql/migration_begin.sql");
+const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/mssql/migration_table_create.sql");
+const MIGRATION_LIST: &str = include_str!("../../sql/mssql/migration_list.sql");
+const MIGRATION_RECORD: &str = include_str!("../../sql/mssql/migration_record.sql");
+
+/// "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION": the server
+/// already rolled back (an error under `XACT_ABORT ON` does), which is what was asked.
+const NO_TRANSACTION: u32 = 3903;
+
+impl Driver for MsStore {
+    const BACKEND: Backend = Backend::Mssql;
+    type Conn = Client;
+    type Tx = Tx;
+
+    async fn begin(&self) -> Result<Tx, Error> {
+        let mut conn = self.conn().await?;
+        conn.in_transaction = true;
+        if let Err(e) = conn.client.begin_transaction().await {
+            conn.note(&e);
+            return Err(map_err(e));
+        }
+        Ok(Tx { conn })
+    }
+
+    async fn begin_migration(&self) -> Result<Tx, Error> {
+        let mut tx = self.begin().await?;
+        Stmt::new(MIGRATION_BEGIN).execute(&mut tx).await?;
+        Ok(tx)
+    }
+
+    async fn commit(mut tx: Tx) -> Result<(), Error> {
+        tx.conn.client.commit_transaction().await.map_err(map_err)?;
+        tx.conn.in_transaction = false;
+        Ok(())
+    }
+
+    async fn rollback(mut tx: Tx) -> Result<(), Error> {
+        match tx.conn.client.rollback_transaction().await {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(NO_TRANSACTION) => {}
+            Err(e) => return Err(map_err(e)),
+        }
+        tx.conn.in_transaction = false;
+        Ok(())
+    }
+
+    async fn migration_table_create(c: &mut Client) -> Result<(), Error> {
+        Stmt::new(MIGRATION_TABLE_CREATE).execute(c).await
+    }
+
+    async fn migration_list(c: &mut Client) -> Result<Vec<AppliedMigration>, Error> {
+        Stmt::new(MIGRATION_LIST)
+            .fetch_all(c)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(AppliedMigration {
+                    version: r.col("version")?,
+                    name: r.col("name")?,
+                    checksum: r.col("checksum")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn migration_apply(c: &mut Client, m: &Migration) -> Result<(), Error> {
+        // A migration is a script of DDL statements, no parameters: sent as one batch.
+        c.simple_query(m.sql)
+            .await
+            .map_err(map_err)?
+            .into_results()
+            .await
+            .map_err(map_err)?;
+        Stmt::new(MIGRATION_RECORD)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(c)
+            .await
+    }
+
+    async fn op_insert(c: &mut Client, lease: &Lease, op: &NewOp) -> Result<Option<i64>, Error> {
+        insert_stmt(lease, op)
+            .fetch_optional(c)
+            .await?
+            .map(|r| r.col("id"))
+            .transpose()
+    }
+
+    async fn lease_seen(
+        c: &mut Client,
+        resource: &ResourceName,
+    ) -> Result<Option<LeaseSeen>, Error> {
+        let row = Stmt::new(LEASE_CHECK)
+            .bind(resource.as_str())
+            .fetch_optional(c)
+            .await?;
+        lease_seen(row)
+    }
+
+    async fn op_find_by_key(
+        c: &mut Client,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<FoundOp>, Error> {
+        Stmt::new(OP_FIND_BY_KEY)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(c)
+            .await?
+            .map(|r| -> Result<FoundOp, Error> {
+                Ok((
+                    r.col("id")?,
+                    r.col("op_id")?,
+                    r.col("request_hash")?,
+                    r.col("state")?,
+                ))
+            })
+            .transpose()
+    }
+
+    async fn op_supersede_older(c: &mut Client, lease: &Lease, op: &NewOp) -> Result<(), Error> {
+        Stmt::new(OP_SUPERSEDE_OLDER_PENDING)
+            .bind(lease.resource.as_str())
+            .bind(op.destination.as_str())
+            .bind(lease.token.get())
+            .execute(c)
+            .await
+    }
+
+    async fn attempt_record_abandoned(
+        c: &mut Client,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<(), Error> {
+        with_partition_lease(ATTEMPT_RECORD_ABANDONED, lease, part)
+            .execute(c)
+            .await
+    }
+
+    async fn op_requeue_abandoned(
+        c: &mut Client,
+        lease: &Lease,
+        part: Partition,
+    ) -> Result<u64, Error> {
+        with_partition_lease(OP_REQUEUE_ABANDONED, lease, part)
+            .affected(c)
+            .await
+    }
+
+    async fn admin_op_lock(c: &mut Client, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
+        admin::op_lock(c, seqs).await
+    }
+
+    async fn admin_op_replay(c: &mut Client, seqs: &[i64]) -> Result<(), Error> {
+        admin::op_replay(c, seqs).await
+    }
+
+    async fn admin_op_cancel(c: &mut Client, seqs: &[i64], note: &str) -> Result<(), Error> {
+        admin::op_cancel(c, seqs, note).await
+    }
+
+    async fn admin_log_insert(
+        c: &mut Client,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        admin::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_purge_count(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        admin::purge_count(self, states, older_than_ms).await
+    }
+
+    async fn admin_purge(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        admin::purge(self, states, older_than_ms, batch).await
+    }
+}
+
+/// `op_insert_if_lease_held.sql` bound to `op` under `lease`.
+pub(crate) fn insert_stmt<'q>(lease: &'q Lease, op: &'q NewOp) -> Stmt<'q> {
+    Stmt::new(OP_INSERT_IF_LEASE_HELD)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid())
+        .bind(lease.token.get())
+        .bind(op.op_id)
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .bind(&op.request_hash[..])
+        .bind(op.order_key.as_ref().map(OrderKey::as_str))
+        .bind(op.partition)
+        .bind(op.method.as_str())
+        .bind(op.path.as_str())
+        .bind(op.headers_json.as_str())
+        .bind(op.content_type.as_deref())
+        .bind(op.body.as_slice())
+        .bind(op.expire_with_generation)
+        .bind(op.delay_ms)
+        .bind(op.trace_context.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mssql::stmt::tests::params_used;
+    use crate::op::Method;
+
+    #[test]
+    fn the_enqueue_binds_every_parameter_its_statement_uses() {
+        let lease = Lease {
+            resource: ResourceName::new("r").unwrap(),
+            owner_id: OwnerId::new_random(),
+            token: FencingToken::new(3),
+            expires_at: OffsetDateTime::UNIX_EPOCH,
+        };
+        let op = NewOp {
+            op_id: Uuid::now_v7(),
+            destination: DestinationName::new("billing").unwrap(),
+            idempotency_key: IdempotencyKey::new("k-1").unwrap(),
+            request_hash: [7; 32],
+            order_key: None,
+            partition: 12,
+            method: Method::Post,
+            path: "/invoices".into(),
+            headers_json: "[]".into(),
+            content_type: Some("application/json".into()),
+            body: b"{}".to_vec(),
+            expire_with_generation: false,
+            supersede_pending: false,
+            delay_ms: 1500,
+            trace_context: None,
+        };
+        let stmt = insert_stmt(&lease, &op);
+        assert_eq!(
+            stmt.params.len(),
+            params_used(OP_INSERT_IF_LEASE_HELD).len()
+        );
+        assert!(matches!(stmt.params[2], tiberius::ColumnData::I64(Some(3))));
+        assert!(matches!(stmt.params[8], tiberius::ColumnData::I32(Some(_))));
+        assert!(matches!(
+            stmt.params[14],
+            tiberius::ColumnData::Bit(Some(false))
+        ));
+        assert!(matches!(
+            stmt.params[15],
+            tiberius::ColumnData::I64(Some(_))
+        ));
+    }
+}

@@ -1,0 +1,289 @@
+//! The SQL Server backend: a bb8 pool of tiberius connections and one function per T-SQL file
+//! in `sql/mssql/`. Lease time is `SYSUTCDATETIME()` inside the SQL; the application clock never
+//! decides (G2). Checks that must hold against a takeover read the lease row `WITH (HOLDLOCK)`
+//! in the same statement or transaction: a shared lock the takeover's UPDATE waits for, under
+//! both locking read committed and read committed snapshot (each file's header says how).
+//! This file holds the connection, the enqueue strategy, rejections and row reading;
+//! `config.rs` the URL, `pool.rs` connections, `stmt.rs` statements and columns, `error.rs`
+//! error numbers, and `lease.rs`, `dispatch.rs`, `driver.rs` and `admin.rs` the statements.
+
+mod admin;
+mod config;
+mod dispatch;
+mod driver;
+mod error;
+mod lease;
+mod pool;
+mod stmt;
+
+use std::collections::HashMap;
+
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::StoreOptions;
+use crate::admin::{Change, Locked};
+use crate::dispatch::{
+    Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
+};
+use crate::driver::Driver;
+use crate::enqueue::{self, FoundOp, LeaseSeen};
+use crate::error::{Backend, Error, InvalidInput};
+use crate::migrate::{AppliedMigration, Migration};
+use crate::model::{
+    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
+};
+use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, Rejection, RejectionRow};
+
+use config::MssqlUrl;
+use error::{Thrown, map_err, map_pool_err, thrown_by};
+pub use pool::Client;
+use pool::{Manager, PoolConn, Tx};
+use stmt::{Col, Stmt};
+
+const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
+    include_str!("../../sql/mssql/op_insert_batch_if_lease_held.sql");
+const REJECTION_INSERT: &str = include_str!("../../sql/mssql/rejection_insert.sql");
+const REJECTION_LIST: &str = include_str!("../../sql/mssql/rejection_list.sql");
+
+/// Opens one connection to the SQL Server database `url` names, with the session options the
+/// outbox runs with (`XACT_ABORT ON` among them): for a caller's own transactions that enqueue
+/// with `Store::op_enqueue_in`, and for tools. The URL is never echoed in errors.
+pub async fn connect(url: &str) -> Result<Client, Error> {
+    let url = MssqlUrl::parse(url, &StoreOptions::default().application_name)?;
+    pool::open(&url).await.map_err(map_err)
+}
+
+/// A connection pool to one SQL Server database.
+#[derive(Debug, Clone)]
+pub(crate) struct MsStore {
+    pub(crate) pool: bb8::Pool<Manager>,
+}
+
+impl MsStore {
+    pub(crate) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let url = MssqlUrl::parse(url, &options.application_name)?;
+        // One direct connection first: a pool retries failed connects until its timeout and
+        // then reports only that it timed out; this reports the real cause at once.
+        pool::open(&url)
+            .await
+            .map_err(map_err)?
+            .close()
+            .await
+            .map_err(map_err)?;
+        let pool = bb8::Pool::builder()
+            .max_size(options.max_connections.max(1))
+            .connection_timeout(
+                options
+                    .acquire_timeout
+                    .max(std::time::Duration::from_millis(1)),
+            )
+            // Validity is judged by what the last use saw (Pooled::note, has_broken), not by a
+            // round trip before every checkout.
+            .test_on_check_out(false)
+            .build_unchecked(Manager { url });
+        Ok(MsStore { pool })
+    }
+
+    /// bb8 closes idle connections as the pool is dropped; nothing waits here.
+    pub(crate) async fn close(&self) {}
+
+    /// A pooled connection.
+    pub(crate) async fn conn(&self) -> Result<PoolConn, Error> {
+        self.pool.get_owned().await.map_err(map_pool_err)
+    }
+
+    /// Runs `stmt` on a pooled connection and returns its rows; a connection the failure
+    /// left in an unknown state is not reused.
+    pub(crate) async fn fetch_all(&self, stmt: Stmt<'_>) -> Result<Vec<tiberius::Row>, Error> {
+        let mut conn = self.conn().await?;
+        let rows = stmt.rows(&mut conn.client).await;
+        rows.map_err(|e| {
+            conn.note(&e);
+            map_err(e)
+        })
+    }
+
+    /// [`MsStore::fetch_all`]'s first row.
+    pub(crate) async fn fetch_optional(
+        &self,
+        stmt: Stmt<'_>,
+    ) -> Result<Option<tiberius::Row>, Error> {
+        Ok(self.fetch_all(stmt).await?.into_iter().next())
+    }
+
+    /// The `affected` count of a statement run on a pooled connection.
+    pub(crate) async fn affected(&self, stmt: Stmt<'_>) -> Result<u64, Error> {
+        let row = self.fetch_optional(stmt).await?;
+        let row = row.ok_or_else(|| error::column_err("affected", "no row was returned"))?;
+        stmt::affected(&row)
+    }
+
+    /// Enqueues on a pooled connection: one statement, or a transaction when older pending
+    /// ops must be superseded atomically with the insert. The statement holds its lease
+    /// lock until it ends, so alone it is atomic.
+    pub(crate) async fn op_enqueue(
+        &self,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        if op.supersede_pending {
+            return enqueue::in_transaction(self, lease, op).await;
+        }
+        let mut conn = self.conn().await?;
+        let mut result = enqueue::on::<Self>(&mut conn.client, lease, op).await;
+        if let Err(Error::Store(e)) = &result
+            && e.kind() == crate::StoreErrorKind::UniqueViolation
+        {
+            // The key's range lock makes this rare; the statement failed whole, so the
+            // second try finds the op that holds the key.
+            result = enqueue::on::<Self>(&mut conn.client, lease, op).await;
+        }
+        if result.is_err() {
+            // An error may have come from anywhere in the exchange: do not reuse it blind.
+            conn.broken = true;
+        }
+        result
+    }
+
+    /// All or nothing, in one transaction: the batch statement checks the lease under a
+    /// shared lock held to the commit and THROWs the reason when it is not held.
+    pub(crate) async fn op_enqueue_batch(
+        &self,
+        lease: &Lease,
+        ops: &[NewOp],
+    ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
+        let mut tx = self.begin().await?;
+        let rows = Stmt::new(OP_INSERT_BATCH_IF_LEASE_HELD)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid())
+            .bind(lease.token.get())
+            .bind(batch_json(ops))
+            .rows(&mut tx)
+            .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                if let Some(Thrown::Rejected(reason)) = thrown_by(&e) {
+                    Self::rollback(tx).await?;
+                    return Ok(Err(NotEnqueued::Rejected(reason)));
+                }
+                // Dropped uncommitted: the connection is closed, the server rolls back.
+                return Err(map_err(e));
+            }
+        };
+        let inserted: HashMap<Uuid, i64> = rows
+            .iter()
+            .map(|r| Ok((r.col::<Uuid>("op_id")?, r.col::<i64>("id")?)))
+            .collect::<Result<_, Error>>()?;
+        enqueue::assemble::<Self>(tx, lease, ops, &inserted).await
+    }
+
+    pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
+        self.fetch_all(
+            Stmt::new(REJECTION_INSERT)
+                .bind(r.resource.as_str())
+                .bind(r.owner_id.as_uuid())
+                .bind(r.token.get())
+                .bind(r.current_token.map(FencingToken::get))
+                .bind(r.destination.as_ref().map(DestinationName::as_str))
+                .bind(r.idempotency_key.as_ref().map(IdempotencyKey::as_str))
+                .bind(r.stage)
+                .bind(r.reason),
+        )
+        .await
+        .map(drop)
+    }
+
+    pub(crate) async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
+        let rows = self
+            .fetch_all(Stmt::new(REJECTION_LIST).bind(limit))
+            .await?;
+        rows.iter().map(rejection_row).collect()
+    }
+}
+
+/// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads, bytes in hex.
+fn batch_json(ops: &[NewOp]) -> String {
+    let ops: Vec<serde_json::Value> = ops
+        .iter()
+        .map(|o| {
+            serde_json::json!({
+                "op_id": o.op_id.hyphenated().to_string(),
+                "destination": o.destination.as_str(),
+                "key": o.idempotency_key.as_str(),
+                "hash": hex(&o.request_hash),
+                "order_key": o.order_key.as_ref().map(OrderKey::as_str),
+                "partition": o.partition,
+                "method": o.method.as_str(),
+                "path": o.path,
+                "headers": o.headers_json,
+                "content_type": o.content_type,
+                "body": hex(&o.body),
+                "expire": o.expire_with_generation,
+                "delay_ms": o.delay_ms,
+                "trace": o.trace_context,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(ops).to_string()
+}
+
+/// Lowercase hex, as `CONVERT(varbinary(max), x, 2)` reads it.
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// A list of names as the JSON array `OPENJSON` reads.
+fn json_list<T: serde::Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// A statement whose parameters are a partition's lease and the partition: @P1 resource,
+/// @P2 owner id, @P3 token, @P4 partition count, @P5 partition index.
+fn with_partition_lease<'q>(sql: &'static str, lease: &'q Lease, part: Partition) -> Stmt<'q> {
+    Stmt::new(sql)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid())
+        .bind(lease.token.get())
+        .bind(part.count() as i32)
+        .bind(part.index() as i32)
+}
+
+/// The lease columns of a row from `lease_check.sql`; `None` when the resource was never
+/// leased.
+fn lease_seen(row: Option<tiberius::Row>) -> Result<Option<LeaseSeen>, Error> {
+    let Some(row) = row else { return Ok(None) };
+    let Some(fence) = row.col::<Option<i64>>("fence")? else {
+        return Ok(None);
+    };
+    Ok(Some(LeaseSeen {
+        owner_id: row.col::<Option<Uuid>>("owner_id")?.map(OwnerId::from),
+        fence: FencingToken::new(fence),
+        live: row.col::<Option<bool>>("live")?.unwrap_or(false),
+    }))
+}
+
+/// A row of `rejection_list.sql` or `admin_rejection_list.sql`.
+pub(crate) fn rejection_row(r: &tiberius::Row) -> Result<RejectionRow, Error> {
+    Ok(RejectionRow {
+        id: r.col("id")?,
+        resource: r.col("resource")?,
+        owner_id: OwnerId::from(r.col::<Uuid>("owner_id")?),
+        token: FencingToken::new(r.col("fence")?),
+        current_token: r
+            .col::<Option<i64>>("current_fence")?
+            .map(FencingToken::new),
+        destination: r.col("destination")?,
+        idempotency_key: r.col("idempotency_key")?,
+        stage: r.col("stage")?,
+        reason: r.col("reason")?,
+        rejected_at: r.col("rejected_at")?,
+    })
+}

@@ -1,0 +1,235 @@
+//! One statement with its parameters ([`Stmt`]) and reading its rows ([`Col`]). Parameters
+//! are kept as the driver's values, so tests can check what each statement binds; columns
+//! are decoded strictly (a `bigint` is an `i64`, an `int` an `i32`), and a column that is
+//! missing, of another type or NULL where a value is required is an error naming it, never a
+//! panic: a row written by hand can hold anything (G11).
+
+use tiberius::{ColumnData, FromSql, IntoSql, Query, Row};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::error::{column_err, map_err};
+use super::pool::Client;
+use crate::error::Error;
+
+/// A statement of `sql/mssql/` and its `@P1…@Pn` values, in order.
+#[derive(Debug)]
+pub(crate) struct Stmt<'a> {
+    pub(crate) sql: &'static str,
+    pub(crate) params: Vec<ColumnData<'a>>,
+}
+
+impl<'a> Stmt<'a> {
+    /// The statement `sql`, nothing bound yet.
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Stmt {
+            sql,
+            params: Vec::new(),
+        }
+    }
+
+    /// Binds the next parameter.
+    pub(crate) fn bind(mut self, value: impl IntoSql<'a> + 'a) -> Self {
+        self.params.push(value.into_sql());
+        self
+    }
+
+    /// Runs the statement and returns the rows of its (first and only) result set.
+    pub(crate) async fn rows(self, c: &mut Client) -> Result<Vec<Row>, tiberius::error::Error> {
+        let mut query = Query::new(self.sql);
+        for p in self.params {
+            query.bind(p);
+        }
+        query.query(c).await?.into_first_result().await
+    }
+
+    /// [`Stmt::rows`], its errors mapped.
+    pub(crate) async fn fetch_all(self, c: &mut Client) -> Result<Vec<Row>, Error> {
+        self.rows(c).await.map_err(map_err)
+    }
+
+    /// The first row, if any.
+    pub(crate) async fn fetch_optional(self, c: &mut Client) -> Result<Option<Row>, Error> {
+        Ok(self.fetch_all(c).await?.into_iter().next())
+    }
+
+    /// The one row the statement always returns.
+    pub(crate) async fn fetch_one(self, c: &mut Client) -> Result<Row, Error> {
+        self.fetch_optional(c)
+            .await?
+            .ok_or_else(|| column_err("(row)", "the statement returned no row"))
+    }
+
+    /// Runs a statement whose result is its `affected` row count.
+    pub(crate) async fn affected(self, c: &mut Client) -> Result<u64, Error> {
+        affected(&self.fetch_one(c).await?)
+    }
+
+    /// Runs a statement for its effect only.
+    pub(crate) async fn execute(self, c: &mut Client) -> Result<(), Error> {
+        self.fetch_all(c).await.map(drop)
+    }
+}
+
+/// The `affected` column of a statement that reports its row count.
+pub(crate) fn affected(row: &Row) -> Result<u64, Error> {
+    let n: i64 = row.col("affected")?;
+    u64::try_from(n).map_err(|_| column_err("affected", "is negative"))
+}
+
+/// A Rust value one column decodes to.
+pub(crate) trait Cell: Sized {
+    /// The value, or why there is none.
+    fn cell(data: &ColumnData<'static>) -> Result<Self, String>;
+}
+
+/// Implements [`Cell`] for `$t` and `Option<$t>` by the driver's strict decoding of `$via`.
+macro_rules! cells {
+    ($($t:ty => $via:ty, $own:expr;)*) => {$(
+        impl Cell for Option<$t> {
+            fn cell(data: &ColumnData<'static>) -> Result<Self, String> {
+                <$via as FromSql>::from_sql(data)
+                    .map(|v| v.map($own))
+                    .map_err(|e| e.to_string())
+            }
+        }
+        impl Cell for $t {
+            fn cell(data: &ColumnData<'static>) -> Result<Self, String> {
+                Option::<$t>::cell(data)?.ok_or_else(|| "is NULL".to_owned())
+            }
+        }
+    )*};
+}
+
+cells! {
+    i64 => i64, |v| v;
+    i32 => i32, |v| v;
+    bool => bool, |v| v;
+    Uuid => Uuid, |v| v;
+    OffsetDateTime => OffsetDateTime, |v| v;
+    String => &str, str::to_owned;
+    Vec<u8> => &[u8], <[u8]>::to_vec;
+}
+
+/// Reads a column by name, or says which one could not be read.
+pub(crate) trait Col {
+    /// The column `name`, decoded as `T`.
+    fn col<T: Cell>(&self, name: &str) -> Result<T, Error>;
+}
+
+impl Col for Row {
+    fn col<T: Cell>(&self, name: &str) -> Result<T, Error> {
+        let data = self
+            .get_column_data(name)
+            .map_err(|_| column_err(name, "is missing from the row"))?;
+        T::cell(data).map_err(|reason| column_err(name, reason))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::borrow::Cow;
+    use tiberius::ColumnType;
+
+    /// A row as the server would send it, for decoding tests.
+    pub(crate) fn row(cells: Vec<(&str, ColumnData<'static>)>) -> Row {
+        cells
+            .into_iter()
+            .fold(Row::builder(), |b, (name, data)| {
+                b.column(name, ColumnType::Null, data)
+            })
+            .build()
+    }
+
+    #[test]
+    fn columns_decode_strictly_and_name_themselves_when_they_cannot() {
+        let r = row(vec![
+            ("id", ColumnData::I64(Some(7))),
+            ("attempts", ColumnData::I32(Some(2))),
+            ("state", ColumnData::String(Some(Cow::Borrowed("pending")))),
+            ("body", ColumnData::Binary(Some(Cow::Borrowed(b"\x00\xff")))),
+            ("order_key", ColumnData::String(None)),
+            ("live", ColumnData::Bit(Some(true))),
+        ]);
+        assert_eq!(r.col::<i64>("id").unwrap(), 7);
+        assert_eq!(r.col::<i32>("attempts").unwrap(), 2);
+        assert_eq!(r.col::<String>("state").unwrap(), "pending");
+        assert_eq!(r.col::<Vec<u8>>("body").unwrap(), vec![0, 255]);
+        assert_eq!(r.col::<Option<String>>("order_key").unwrap(), None);
+        assert!(r.col::<bool>("live").unwrap());
+        for (name, err) in [
+            ("attempts", r.col::<i64>("attempts").unwrap_err()),
+            ("order_key", r.col::<String>("order_key").unwrap_err()),
+            ("nope", r.col::<i64>("nope").unwrap_err()),
+            ("id", r.col::<String>("id").unwrap_err()),
+        ] {
+            assert!(err.to_string().contains(&format!("column {name}")), "{err}");
+        }
+        assert!(
+            r.col::<String>("order_key")
+                .unwrap_err()
+                .to_string()
+                .contains("NULL")
+        );
+    }
+
+    /// The `@Pn` numbers a statement's body (not its comments) uses.
+    pub(crate) fn params_used(sql: &str) -> std::collections::BTreeSet<usize> {
+        let body: String = sql
+            .lines()
+            .map(|l| l.split("--").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        body.match_indices("@P")
+            .filter_map(|(i, _)| {
+                let digits: String = body[i + 2..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_statement_numbers_its_parameters_from_one_without_gaps_and_lists_them() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sql/mssql");
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let sql = std::fs::read_to_string(&path).unwrap();
+            let used = params_used(&sql);
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                used.iter().copied().eq(1..=used.len()),
+                "{name}: parameters {used:?} are not @P1..@P{}",
+                used.len()
+            );
+            let header: String = sql
+                .lines()
+                .take_while(|l| l.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            for n in &used {
+                let listed = header.match_indices(&format!("@P{n}")).any(|(i, _)| {
+                    !header[i + 2 + n.to_string().len()..].starts_with(|c: char| c.is_ascii_digit())
+                });
+                assert!(listed, "{name}: its header does not say what @P{n} is");
+            }
+        }
+    }
+
+    #[test]
+    fn parameters_are_kept_in_order_as_the_driver_sends_them() {
+        let owner = Uuid::nil();
+        let s = Stmt::new("SELECT @P1, @P2, @P3, @P4")
+            .bind("r")
+            .bind(owner)
+            .bind(41_i64)
+            .bind(Option::<i32>::None);
+        assert!(matches!(&s.params[0], ColumnData::String(Some(v)) if v == "r"));
+        assert!(matches!(s.params[1], ColumnData::Guid(Some(u)) if u == owner));
+        assert!(matches!(s.params[2], ColumnData::I64(Some(41))));
+        assert!(matches!(s.params[3], ColumnData::I32(None)));
+    }
+}
