@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Parse every SQL Server statement and migration file with sqlfluff's T-SQL dialect.
 
-No SQL Server runs in CI, so this is the check the mssql files get there: each
-store/sql/mssql/*.sql and migrations/mssql/*.sql must parse (sqlfluff reports what it cannot
+No SQL Server runs in CI, so this is the check the T-SQL files get there: each
+store/sql/mssql, migrations/mssql and bench/sql/mssql file must parse (sqlfluff reports what it cannot
 parse as an error). Prints one line per file and a summary; exits 1 when a file fails or when
 there is no file to check.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import sqlfluff
 
 ROOT = Path(__file__).resolve().parent.parent
-DIRS = ("store/sql/mssql", "migrations/mssql")
+DIRS = ("store/sql/mssql", "migrations/mssql", "bench/sql/mssql")
 
 
 def first_error(exc: BaseException) -> str:

@@ -35,7 +35,7 @@ echo "== cargo check -p outboxctl (outboxctl builds without the daemon's HTTP st
 
 # No SQL Server runs on these machines: every T-SQL file is at least parsed by a maintained T-SQL
 # parser (sqlfluff, tsql dialect), installed from PyPI into a virtualenv under target/.
-echo "== T-SQL syntax check (sqlfluff, tsql dialect): store/sql/mssql and migrations/mssql"
+echo "== T-SQL syntax check (sqlfluff, tsql dialect): store/sql/mssql, migrations/mssql, bench/sql/mssql"
 tsql_venv=target/tsql-check
 if ! "$tsql_venv/bin/python" -c 'import sqlfluff' >/dev/null 2>&1; then
     python3 -m venv "$tsql_venv"

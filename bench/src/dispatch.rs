@@ -18,8 +18,13 @@ use crate::enqueue::insert_plain_batch;
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, dispatcher_store, store};
 
-/// Ops per claim, for the dispatcher and for the SQL-loop baseline alike.
+/// Ops per claim, for the dispatcher and for the SQL-loop baselines alike.
 const CLAIM_BATCH: u32 = 128;
+
+const COUNT_MSSQL: &str =
+    "SELECT COUNT_BIG(*) AS n FROM dbo.outbox_ops WHERE state = CAST(@P1 AS varchar(16))";
+const CLAIM_PLAIN_MSSQL: &str = include_str!("../sql/mssql/op_claim_plain.sql");
+const COMPLETE_PLAIN_MSSQL: &str = include_str!("../sql/mssql/op_complete_plain.sql");
 
 /// The destination process: 204 to everything.
 pub(crate) async fn serve_204(port: u16) -> anyhow::Result<()> {
@@ -130,6 +135,12 @@ async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
                 .fetch_one(p)
                 .await?
         }
+        Plain::Mssql(clients) => {
+            let mut c = clients[0].lock().await;
+            let row = c.query(COUNT_MSSQL, &[&state]).await?.into_row().await?;
+            let row = row.context("the count returned no row")?;
+            row.try_get::<i64, _>("n")?.context("the count is NULL")?
+        }
     })
 }
 
@@ -198,6 +209,41 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
+/// The plain claim+complete loop on SQL Server (raw tiberius, one client): the queue idiom
+/// claims CLAIM_BATCH with READPAST, one transaction completes them all as delivered with
+/// their attempt rows, none of the outbox's checks, until `n` ops are done; ops/s.
+async fn plain_queue_loop(pool: &Plain, n: usize) -> anyhow::Result<f64> {
+    let Plain::Mssql(clients) = pool else {
+        anyhow::bail!("the plain queue loop is written in T-SQL only");
+    };
+    let mut c = clients[0].lock().await;
+    let token = 1_i64;
+    let started = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let claimed = c
+            .query(CLAIM_PLAIN_MSSQL, &[&i64::from(CLAIM_BATCH), &token])
+            .await?
+            .into_first_result()
+            .await?;
+        anyhow::ensure!(!claimed.is_empty(), "the backlog ran out after {done} ops");
+        let ids = claimed
+            .iter()
+            .map(|r| {
+                r.try_get::<i64, _>("id")?
+                    .context("a claimed row has no id")
+            })
+            .collect::<anyhow::Result<Vec<i64>>>()?;
+        c.execute(
+            COMPLETE_PLAIN_MSSQL,
+            &[&serde_json::to_string(&ids)?, &token],
+        )
+        .await?;
+        done += ids.len();
+    }
+    Ok(done as f64 / started.elapsed().as_secs_f64())
+}
+
 /// The destination's own rate: `n` POSTs with 256 in flight, with the dispatcher's client settings.
 async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
     let client = reqwest::Client::builder()
@@ -235,6 +281,8 @@ pub(crate) async fn dispatch(
     backlog: usize,
 ) -> anyhow::Result<Vec<Row>> {
     let (mut ours, mut sql, mut http, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mssql = matches!(target, Target::Mssql { .. });
+    let mut queue = Vec::new();
     for _ in 0..runs {
         let (_server, base_url) = destination().await?;
         http.push(http_rate(&base_url, backlog.min(50_000)).await?);
@@ -244,6 +292,12 @@ pub(crate) async fn dispatch(
         let s = dispatcher_store(&db, 4).await?;
         sql.push(sql_loop(&s, backlog).await?);
         s.close().await;
+
+        if mssql {
+            let db = target.fresh().await?;
+            fill(&db, backlog).await?;
+            queue.push(plain_queue_loop(&Plain::connect(&db, 1).await?, backlog).await?);
+        }
 
         let db = target.fresh().await?;
         fill(&db, backlog).await?;
@@ -280,8 +334,19 @@ pub(crate) async fn dispatch(
         extra: Vec::new(),
         ..row.clone()
     };
+    // SQL Server also against a bare READPAST queue: what the outbox's checks cost there.
+    let queue_row = mssql.then(|| Row {
+        baseline_ops_per_s: median(&queue),
+        baseline: "plain T-SQL claim+complete loop (READPAST queue), no HTTP".into(),
+        ratio: median(&ours) / median(&queue),
+        extra: Vec::new(),
+        ..row.clone()
+    });
     row.extra.push(("destination_rps".into(), median(&http)));
-    Ok(vec![row, http_row])
+    Ok([Some(row), Some(http_row), queue_row]
+        .into_iter()
+        .flatten()
+        .collect())
 }
 
 /// `latency`: ops enqueued at a fixed rate while the dispatcher runs; commit-to-receipt times.

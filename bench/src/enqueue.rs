@@ -18,6 +18,8 @@ const PLAIN_PG: &str = include_str!("../sql/postgres/op_insert_plain.sql");
 const PLAIN_SQLITE: &str = include_str!("../sql/sqlite/op_insert_plain.sql");
 const PLAIN_BATCH_PG: &str = include_str!("../sql/postgres/op_insert_plain_batch.sql");
 const PLAIN_BATCH_SQLITE: &str = include_str!("../sql/sqlite/op_insert_plain_batch.sql");
+const PLAIN_MSSQL: &str = include_str!("../sql/mssql/op_insert_plain.sql");
+const PLAIN_BATCH_MSSQL: &str = include_str!("../sql/mssql/op_insert_plain_batch.sql");
 
 /// One op of the workload: a statement POST, about 100 bytes of JSON.
 fn op(key: &str) -> Operation {
@@ -73,9 +75,9 @@ async fn plain(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f
         let pool = pool.clone();
         tasks.spawn(async move {
             for i in 0..per_producer {
-                insert_plain(&pool, (p + i * 7) % RESOURCES, &format!("p-{p}-{i}")).await?;
+                insert_plain(&pool, p, (p + i * 7) % RESOURCES, &format!("p-{p}-{i}")).await?;
             }
-            Ok::<_, sqlx::Error>(())
+            Ok::<_, anyhow::Error>(())
         });
     }
     while let Some(done) = tasks.join_next().await {
@@ -84,8 +86,9 @@ async fn plain(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f
     Ok((producers as usize * per_producer) as f64 / started.elapsed().as_secs_f64())
 }
 
-/// Inserts the row `op(key)` would make, for resource `r`, with no fence check.
-async fn insert_plain(pool: &Plain, r: usize, key: &str) -> Result<(), sqlx::Error> {
+/// Inserts the row `op(key)` would make, for resource `r`, with no fence check; `producer`
+/// picks the SQL Server client (a sqlx pool hands out its own connections).
+async fn insert_plain(pool: &Plain, producer: usize, r: usize, key: &str) -> anyhow::Result<()> {
     let o = op(key);
     let resource = format!("bench:{r}");
     let order = OrderKey::from(&ResourceName::new(resource.as_str()).expect("name"));
@@ -122,6 +125,30 @@ async fn insert_plain(pool: &Plain, r: usize, key: &str) -> Result<(), sqlx::Err
                 op_id.hyphenated()
             )
             .execute(p)
+            .await?;
+        }
+        Plain::Mssql(clients) => {
+            let hash = o.request_hash();
+            let mut c = clients[producer % clients.len()].lock().await;
+            c.execute(
+                PLAIN_MSSQL,
+                &[
+                    &resource.as_str(),
+                    &uuid::Uuid::nil(),
+                    &1_i64,
+                    &op_id,
+                    &"statements",
+                    &key,
+                    &&hash[..],
+                    &resource.as_str(),
+                    &slot,
+                    &"POST",
+                    &"/v1/statements",
+                    &r#"[["X-Request-Source","bench"]]"#,
+                    &"application/json",
+                    &o.body(),
+                ],
+            )
             .await?;
         }
     }
@@ -242,24 +269,44 @@ pub(crate) async fn insert_plain_batch(
                 .await?;
         }
         Plain::Sqlite(p) => {
-            let rows: Vec<serde_json::Value> = ops
-                    .iter()
-                    .zip(&slots)
-                    .map(|((id, key, o), slot)| {
-                        serde_json::json!({"op_id": id.to_string(), "key": key, "hash": hex(&o.request_hash()), "partition": slot, "body": hex(o.body())})
-                    })
-                    .collect();
             sqlx::query(PLAIN_BATCH_SQLITE)
                 .bind(&resource)
                 .bind(uuid::Uuid::nil().hyphenated())
                 .bind(1_i64)
-                .bind(serde_json::Value::Array(rows).to_string())
+                .bind(batch_json(&ops, &slots))
                 .bind(order_key.as_deref())
                 .execute(p)
                 .await?;
         }
+        Plain::Mssql(clients) => {
+            let mut c = clients[0].lock().await;
+            c.execute(
+                PLAIN_BATCH_MSSQL,
+                &[
+                    &resource.as_str(),
+                    &uuid::Uuid::nil(),
+                    &1_i64,
+                    &batch_json(&ops, &slots),
+                    &order_key.as_deref(),
+                ],
+            )
+            .await?;
+        }
     }
     Ok(())
+}
+
+/// The ops of a plain batch as the JSON array the SQLite and SQL Server statements read:
+/// {op_id, key, hash (hex), partition, body (hex)}.
+fn batch_json(ops: &[(uuid::Uuid, String, Operation)], slots: &[i32]) -> String {
+    let rows: Vec<serde_json::Value> = ops
+            .iter()
+            .zip(slots)
+            .map(|((id, key, o), slot)| {
+                serde_json::json!({"op_id": id.to_string(), "key": key, "hash": hex(&o.request_hash()), "partition": slot, "body": hex(o.body())})
+            })
+            .collect();
+    serde_json::Value::Array(rows).to_string()
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,6 +1,7 @@
 //! `outbox-bench`: the benchmark program. Each scenario runs on SQLite and PostgreSQL (a
-//! throwaway cluster with default durability, or `--database-url`), `--runs` times, and
-//! reports the median, the spread and the ratio against a baseline measured in the same run.
+//! throwaway cluster with default durability, or `--database-url`), or with `--backend mssql`
+//! on the SQL Server `--mssql-url` names, `--runs` times, and reports the median, the spread
+//! and the ratio against a baseline measured in the same run.
 //! Machines are shared and noisy: compare ratios, not absolute figures.
 
 mod dispatch;
@@ -23,7 +24,11 @@ struct Args {
     /// PostgreSQL server to use instead of a throwaway cluster (databases are created on it).
     #[arg(long, global = true, env = "DATABASE_URL")]
     database_url: Option<String>,
-    /// Which backends to run.
+    /// SQL Server for `--backend mssql`: a database where `CREATE DATABASE` may run (e.g.
+    /// mssql://sa:PASSWORD@localhost:1433/master?TrustServerCertificate=true).
+    #[arg(long, global = true, env = "OUTBOX_MSSQL_URL", hide_env_values = true)]
+    mssql_url: Option<String>,
+    /// Which backends to run (`both`: SQLite and PostgreSQL).
     #[arg(long, global = true, value_enum, default_value = "both")]
     backend: Which,
     /// Runs per scenario; the median is reported.
@@ -45,6 +50,7 @@ enum Which {
     Sqlite,
     Postgres,
     Both,
+    Mssql,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +96,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     if matches!(args.backend, Which::Postgres | Which::Both) {
         targets.push(Target::postgres(args.database_url.as_deref())?);
+    }
+    if matches!(args.backend, Which::Mssql) {
+        targets.push(Target::mssql(args.mssql_url.as_deref())?);
     }
     let mut rows = Vec::new();
     for target in &targets {

@@ -1,12 +1,15 @@
-//! Where a benchmark runs: a fresh database per run on SQLite (a file in a temp folder) or
-//! PostgreSQL (a throwaway cluster with default durability, or `--database-url`), plus a plain
-//! sqlx pool with the same settings for the baselines.
+//! Where a benchmark runs: a fresh database per run on SQLite (a file in a temp folder),
+//! PostgreSQL (a throwaway cluster with default durability, or `--database-url`) or SQL Server
+//! (`--mssql-url`), plus plain connections with the same settings for the baselines (a sqlx
+//! pool; raw tiberius clients on SQL Server).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use outbox_store::{Backend, Store, StoreOptions, TtlBounds};
 use sqlx::{AssertSqlSafe, Connection as _};
+use tokio::sync::Mutex;
 
 /// The database server a scenario runs on.
 #[derive(Debug)]
@@ -19,6 +22,11 @@ pub(crate) enum Target {
         admin_url: String,
         /// The throwaway cluster, kept alive while benchmarks run.
         _cluster: Option<outbox_tests::pg::Cluster>,
+    },
+    /// A SQL Server: databases are created on it per run, with READ_COMMITTED_SNAPSHOT on.
+    Mssql {
+        /// URL of a database where `CREATE DATABASE` may run (e.g. master).
+        admin_url: String,
     },
 }
 
@@ -49,11 +57,26 @@ impl Target {
         }
     }
 
+    /// SQL Server at `url` (`--mssql-url`); there is no throwaway server to fall back on.
+    pub(crate) fn mssql(url: Option<&str>) -> anyhow::Result<Target> {
+        match url.filter(|u| !u.trim().is_empty()) {
+            Some(url) => Ok(Target::Mssql {
+                admin_url: url.to_owned(),
+            }),
+            None => anyhow::bail!(
+                "--backend mssql needs a SQL Server: pass --mssql-url (or set OUTBOX_MSSQL_URL) \
+                 to a database where CREATE DATABASE may run, e.g. \
+                 mssql://sa:PASSWORD@localhost:1433/master?TrustServerCertificate=true"
+            ),
+        }
+    }
+
     /// The backend's name.
     pub(crate) fn backend(&self) -> Backend {
         match self {
             Target::Sqlite => Backend::Sqlite,
             Target::Postgres { .. } => Backend::Postgres,
+            Target::Mssql { .. } => Backend::Mssql,
         }
     }
 
@@ -77,6 +100,27 @@ impl Target {
                     .await?;
                 Db {
                     url: outbox_tests::pg::with_database(admin_url, &name),
+                    _dir: None,
+                }
+            }
+            Target::Mssql { admin_url } => {
+                let name = format!("outbox_bench_{}", uuid::Uuid::new_v4().simple());
+                let mut c = outbox_store::mssql::connect(admin_url)
+                    .await
+                    .context("connect to SQL Server (--mssql-url)")?;
+                // Each its own batch: CREATE DATABASE must be alone in one on Azure SQL, and
+                // the ALTER needs the database to exist (nobody else is connected to it yet).
+                for sql in [
+                    format!("CREATE DATABASE [{name}]"),
+                    format!("ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"),
+                ] {
+                    let done = async { c.simple_query(sql).await?.into_results().await };
+                    done.await
+                        .with_context(|| format!("create the database {name}"))?;
+                }
+                c.close().await.ok();
+                Db {
+                    url: mssql_with_database(admin_url, &name)?,
                     _dir: None,
                 }
             }
@@ -106,19 +150,45 @@ async fn connect(db: &Db, connections: u32, dispatcher_sessions: bool) -> anyhow
     Ok(Store::connect(&db.url, options).await?)
 }
 
-/// A plain sqlx pool with the store's settings (SQLite: WAL, full fsync, busy timeout).
+/// `admin_url` with its path replaced by `/database`, its query string kept: the URL of a
+/// database created on the server `admin_url` names. The URL is never echoed in errors.
+pub(crate) fn mssql_with_database(admin_url: &str, database: &str) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(admin_url)
+        .map_err(|e| anyhow::anyhow!("--mssql-url is not a valid mssql:// URL ({e})"))?;
+    anyhow::ensure!(
+        url.has_host(),
+        "--mssql-url names no server: mssql://user:password@host:1433/master"
+    );
+    url.set_path(&format!("/{database}"));
+    Ok(url.into())
+}
+
+/// Plain connections with the store's settings, for the baselines: a sqlx pool (SQLite: WAL,
+/// full fsync, busy timeout), or on SQL Server raw tiberius clients with the outbox's session
+/// options.
 #[derive(Debug, Clone)]
 pub(crate) enum Plain {
     /// PostgreSQL.
     Postgres(sqlx::PgPool),
     /// SQLite.
     Sqlite(sqlx::SqlitePool),
+    /// SQL Server: one client per concurrent user, user `i` taking `clients[i % len]`.
+    Mssql(Arc<[Mutex<outbox_store::mssql::Client>]>),
 }
 
 impl Plain {
-    /// Connects with `connections` pooled connections.
+    /// Connects with `connections` pooled connections (on SQL Server, `connections` clients).
     pub(crate) async fn connect(db: &Db, connections: u32) -> anyhow::Result<Plain> {
-        if db.url.starts_with("sqlite:") {
+        if db.url.starts_with("mssql:") || db.url.starts_with("sqlserver:") {
+            let mut clients = Vec::with_capacity(connections.max(1) as usize);
+            for _ in 0..connections.max(1) {
+                let client = outbox_store::mssql::connect(&db.url)
+                    .await
+                    .context("connect to SQL Server")?;
+                clients.push(Mutex::new(client));
+            }
+            Ok(Plain::Mssql(clients.into()))
+        } else if db.url.starts_with("sqlite:") {
             let options: sqlx::sqlite::SqliteConnectOptions = db.url.parse()?;
             let options = options
                 .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
@@ -136,6 +206,47 @@ impl Plain {
                 .connect(&db.url)
                 .await?;
             Ok(Plain::Postgres(pool))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mssql_with_database;
+
+    #[test]
+    fn the_run_url_names_the_new_database_and_keeps_the_query() {
+        let cases = [
+            (
+                "mssql://sa:p%40ss%2Fw@db.example:1433/master?TrustServerCertificate=true",
+                "mssql://sa:p%40ss%2Fw@db.example:1433/outbox_bench_x?TrustServerCertificate=true",
+            ),
+            (
+                "mssql://sa:x@localhost/master?Encrypt=false&Application%20Name=bench",
+                "mssql://sa:x@localhost/outbox_bench_x?Encrypt=false&Application%20Name=bench",
+            ),
+            (
+                "sqlserver://sa:x@h:14330",
+                "sqlserver://sa:x@h:14330/outbox_bench_x",
+            ),
+            ("mssql://sa:x@h/", "mssql://sa:x@h/outbox_bench_x"),
+        ];
+        for (admin, expected) in cases {
+            assert_eq!(
+                mssql_with_database(admin, "outbox_bench_x").unwrap(),
+                expected
+            );
+        }
+    }
+
+    #[test]
+    fn a_url_without_a_server_is_refused_without_echoing_it() {
+        for bad in ["mssql:///master", "not a url hunter2"] {
+            let err = mssql_with_database(bad, "outbox_bench_x")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--mssql-url"), "{err}");
+            assert!(!err.contains("hunter2"), "{err}");
         }
     }
 }
