@@ -1,16 +1,21 @@
 //! The SQL Server side of `outboxctl` (see `admin/`): one function per `sql/mssql/admin_*`
 //! file, and the rows they return read strictly (a `bigint` is an `i64`, an `int` an `i32`,
-//! op and owner ids `uniqueidentifier`s shown as lowercase hyphenated text, as PostgreSQL's
-//! `::text` shows them). The flows of replay, cancel and purge that run these statements are
-//! `admin/change.rs`: replay and cancel in one transaction per batch, the ops locked first
-//! `WITH (UPDLOCK, ROWLOCK, HOLDLOCK)`. `list` is one static statement with a parameter per
-//! filter (NULL when not set), recompiled for each call's values: this backend has no query
-//! builder.
+//! public ids are `uniqueidentifier`s shown as lowercase hyphenated text, as PostgreSQL's
+//! `uuid::text`). The flows of replay, cancel and purge that run them are `admin/change.rs`:
+//! lock, replay or cancel and log in one transaction per batch ([`Tx`], reached through
+//! `driver.rs`), the lock taken `WITH (UPDLOCK, ROWLOCK, HOLDLOCK)`.
+//!
+//! SQL Server has no query builder here: `list` is one static statement whose filters are
+//! parameters, NULL when not set, compiled for each call's values (`OPTION (RECOMPILE)`).
+//! Ages are clamped to [`MAX_AGE_MS`] before they reach `DATEADD`.
 
-use tiberius::ToSql as _;
+use tiberius::{ColumnData, ToSql as _};
 
+use super::dispatch::MAX_AGE_MS;
 use super::*;
 use crate::admin::{AttemptRow, OpDetail, OpFilter, OpSummary, StateCount, Status};
+use crate::dispatch::ERROR_MAX_CHARS;
+use crate::model::{DESTINATION_MAX_LEN, KEY_MAX_LEN};
 
 const ADMIN_STATUS_COUNTS: &str = include_str!("../../sql/mssql/admin_status_counts.sql");
 const ADMIN_STATUS_SUMMARY: &str = include_str!("../../sql/mssql/admin_status_summary.sql");
@@ -29,15 +34,6 @@ const ADMIN_LOG_INSERT: &str = include_str!("../../sql/mssql/admin_log_insert.sq
 const ADMIN_PURGE_COUNT: &str = include_str!("../../sql/mssql/admin_purge_count.sql");
 const ADMIN_PURGE: &str = include_str!("../../sql/mssql/admin_purge.sql");
 const ADMIN_REJECTION_LIST: &str = include_str!("../../sql/mssql/admin_rejection_list.sql");
-
-// The columns' sizes (migrations/mssql/0001_init.sql), in UTF-16 units: room for everything
-// Change::validate allows; the cut below only guards against a schema edited by hand.
-/// `outbox_admin_log.actor` is nvarchar(400).
-const ACTOR_UNITS: usize = 400;
-/// `outbox_admin_log.reason` is nvarchar(4000).
-const REASON_UNITS: usize = 4000;
-/// `outbox_ops.last_error` is nvarchar(4000).
-const LAST_ERROR_UNITS: usize = 4000;
 
 impl MsStore {
     /// Everything `status` reports but the partition leases (the caller adds them).
@@ -69,24 +65,24 @@ impl MsStore {
     }
 
     pub(crate) async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
-        if !could_be_stored(
-            filter.destination.as_deref(),
-            filter.idempotency_key.as_deref(),
-        ) {
+        if !casts_exactly(filter.destination.as_deref(), DESTINATION_MAX_LEN)
+            || !casts_exactly(filter.idempotency_key.as_deref(), KEY_MAX_LEN)
+        {
+            // The varchar column cannot hold it: no op has it (and the cast would change it).
             return Ok(Vec::new());
         }
-        let destinations: Option<Vec<String>> =
-            if filter.idempotency_key.is_some() && filter.destination.is_none() {
-                let rows = self.fetch_all(Stmt::new(ADMIN_DESTINATION_LIST)).await?;
-                Some(
-                    rows.iter()
-                        .map(|r| r.col("destination"))
-                        .collect::<Result<_, Error>>()?,
-                )
-            } else {
-                None
-            };
-        self.fetch_all(list_stmt(filter, destinations.as_deref()))
+        let destinations = if filter.idempotency_key.is_some() && filter.destination.is_none() {
+            let names = self
+                .fetch_all(Stmt::new(ADMIN_DESTINATION_LIST))
+                .await?
+                .iter()
+                .map(|r| r.col::<String>("destination"))
+                .collect::<Result<Vec<_>, Error>>()?;
+            Some(json_list(&names))
+        } else {
+            None
+        };
+        self.fetch_all(list_stmt(filter, destinations))
             .await?
             .iter()
             .map(op_summary)
@@ -94,10 +90,10 @@ impl MsStore {
     }
 
     pub(crate) async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
-        let row = self
-            .fetch_optional(Stmt::new(ADMIN_OP_FIND).bind(op_id))
-            .await?;
-        row.map(|r| r.col("id")).transpose()
+        self.fetch_optional(Stmt::new(ADMIN_OP_FIND).bind(op_id))
+            .await?
+            .map(|r| r.col("id"))
+            .transpose()
     }
 
     pub(crate) async fn admin_op_find_by_key(
@@ -105,13 +101,18 @@ impl MsStore {
         destination: &str,
         key: &str,
     ) -> Result<Option<i64>, Error> {
-        if !could_be_stored(Some(destination), Some(key)) {
+        // op_find_by_key.sql compares with `=`, which ignores trailing spaces: a name that
+        // ends in one, or that the varchar columns cannot hold, names no stored op.
+        if [destination, key].iter().any(|s| s.ends_with(' '))
+            || !casts_exactly(Some(destination), DESTINATION_MAX_LEN)
+            || !casts_exactly(Some(key), KEY_MAX_LEN)
+        {
             return Ok(None);
         }
-        let row = self
-            .fetch_optional(Stmt::new(OP_FIND_BY_KEY).bind(destination).bind(key))
-            .await?;
-        row.map(|r| r.col("id")).transpose()
+        self.fetch_optional(Stmt::new(OP_FIND_BY_KEY).bind(destination).bind(key))
+            .await?
+            .map(|r| r.col("id"))
+            .transpose()
     }
 
     pub(crate) async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
@@ -127,7 +128,7 @@ impl MsStore {
             .await?
             .iter()
             .map(attempt_row)
-            .collect::<Result<_, Error>>()?;
+            .collect::<Result<Vec<_>, Error>>()?;
         Ok(Some(detail))
     }
 
@@ -160,15 +161,16 @@ impl MsStore {
         resource: Option<&str>,
         limit: u32,
     ) -> Result<Vec<RejectionRow>, Error> {
-        let rows = self
-            .fetch_all(
-                Stmt::new(ADMIN_REJECTION_LIST)
-                    .bind(since_ms)
-                    .bind(resource)
-                    .bind(i64::from(limit)),
-            )
-            .await?;
-        rows.iter().map(rejection_row).collect()
+        self.fetch_all(
+            Stmt::new(ADMIN_REJECTION_LIST)
+                .bind(since_ms.clamp(0, MAX_AGE_MS))
+                .bind(resource)
+                .bind(i64::from(limit)),
+        )
+        .await?
+        .iter()
+        .map(rejection_row)
+        .collect()
     }
 }
 
@@ -183,7 +185,7 @@ pub(super) async fn op_lock(c: &mut Client, seqs: &[i64]) -> Result<Vec<Locked>,
         .collect()
 }
 
-/// `admin_op_replay.sql`, inside the change's transaction.
+/// `admin_op_replay.sql`.
 pub(super) async fn op_replay(c: &mut Client, seqs: &[i64]) -> Result<(), Error> {
     Stmt::new(ADMIN_OP_REPLAY)
         .bind(json_list(seqs))
@@ -191,18 +193,16 @@ pub(super) async fn op_replay(c: &mut Client, seqs: &[i64]) -> Result<(), Error>
         .await
 }
 
-/// `admin_op_cancel.sql`, inside the change's transaction; the note cut to `last_error`'s size.
+/// `admin_op_cancel.sql`; the note is cut as every stored error is, so it fits `last_error`.
 pub(super) async fn op_cancel(c: &mut Client, seqs: &[i64], note: &str) -> Result<(), Error> {
     Stmt::new(ADMIN_OP_CANCEL)
         .bind(json_list(seqs))
-        .bind(fit_utf16(note, LAST_ERROR_UNITS))
+        .bind(crate::text::storable(note, ERROR_MAX_CHARS))
         .execute(c)
         .await
 }
 
-/// `admin_log_insert.sql`. Actor and reason are cut to their columns' sizes (the reason's is
-/// smaller than what [`Change::validate`] allows): a purge has deleted its ops already when
-/// it is logged, so the log row must not fail on a long reason.
+/// `admin_log_insert.sql`.
 pub(super) async fn log_insert(
     c: &mut Client,
     change: &Change,
@@ -210,9 +210,9 @@ pub(super) async fn log_insert(
     details: &str,
 ) -> Result<(), Error> {
     Stmt::new(ADMIN_LOG_INSERT)
-        .bind(fit_utf16(&change.actor, ACTOR_UNITS))
+        .bind(change.actor.as_str())
         .bind(action)
-        .bind(fit_utf16(&change.reason, REASON_UNITS))
+        .bind(change.reason.as_str())
         .bind(details)
         .execute(c)
         .await
@@ -228,7 +228,7 @@ pub(super) async fn purge_count(
         .fetch_all(
             Stmt::new(ADMIN_PURGE_COUNT)
                 .bind(json_list(states))
-                .bind(older_than_ms),
+                .bind(older_than_ms.clamp(0, MAX_AGE_MS)),
         )
         .await?
         .iter()
@@ -247,7 +247,7 @@ pub(super) async fn purge(
         .fetch_all(
             Stmt::new(ADMIN_PURGE)
                 .bind(json_list(states))
-                .bind(older_than_ms)
+                .bind(older_than_ms.clamp(0, MAX_AGE_MS))
                 .bind(i64::try_from(batch).unwrap_or(i64::MAX)),
         )
         .await?
@@ -256,57 +256,47 @@ pub(super) async fn purge(
         .collect()
 }
 
-/// `admin_op_list.sql` bound to `filter`, @P1 to @P10 in order; `destinations`: every
-/// destination in use, for a key looked up without one.
-fn list_stmt<'q>(filter: &'q OpFilter, destinations: Option<&[String]>) -> Stmt<'q> {
-    let states = (!filter.states.is_empty())
-        .then(|| json_list(&filter.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()));
+/// Whether a filter value survives `CAST(@Pn AS varchar(width))` unchanged: ASCII (every
+/// code page holds it) and no longer than the column. `None` (no filter) always does.
+fn casts_exactly(value: Option<&str>, width: usize) -> bool {
+    value.is_none_or(|v| v.is_ascii() && v.len() <= width)
+}
+
+/// `admin_op_list.sql` bound to `filter` (`destinations`: the JSON list of destinations in
+/// use, for a key looked up without a destination), in its `@P1…@P10` order.
+fn list_stmt(filter: &OpFilter, destinations: Option<String>) -> Stmt<'_> {
+    let states = (!filter.states.is_empty()).then(|| {
+        let names: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
+        json_list(&names)
+    });
     Stmt::new(ADMIN_OP_LIST)
         .bind(states)
         .bind(filter.only_attention_states())
         .bind(filter.destination.as_deref())
         .bind(filter.resource.as_deref())
         .bind(filter.idempotency_key.as_deref())
-        .bind(destinations.map(json_list))
-        .bind(filter.created_since.to_sql())
-        .bind(filter.created_before.to_sql())
+        .bind(destinations)
+        .bind(time_param(&filter.created_since))
+        .bind(time_param(&filter.created_before))
         .bind(filter.before_seq)
         .bind(i64::from(filter.limit))
 }
 
-/// Whether a destination and key asked for could name a stored op at all. The statements
-/// compare them as the varchar columns they are (a cast of the parameter, so the index is
-/// sought); a value no op can hold (too long, or not the characters names and keys are made
-/// of) could be truncated or mapped by that cast onto one an op holds, so it matches nothing
-/// here instead, as on the other backends.
-fn could_be_stored(destination: Option<&str>, key: Option<&str>) -> bool {
-    destination.is_none_or(|d| DestinationName::new(d).is_ok())
-        && key.is_none_or(|k| IdempotencyKey::new(k).is_ok())
+/// A time parameter as `datetimeoffset` (NULL when unset).
+fn time_param(t: &Option<OffsetDateTime>) -> ColumnData<'_> {
+    t.to_sql()
 }
 
-/// `s` cut to at most `units` UTF-16 code units (an nvarchar(n) column holds n), at a
-/// character boundary.
-fn fit_utf16(s: &str, units: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in s.char_indices() {
-        used += c.len_utf16();
-        if used > units {
-            return &s[..i];
-        }
-    }
-    s
-}
-
-/// An id column as the text PostgreSQL's `::text` gives: lowercase, hyphenated.
-fn id_text(r: &tiberius::Row, name: &str) -> Result<String, Error> {
+/// A public id as PostgreSQL's `uuid::text` shows it: lowercase, hyphenated.
+fn uuid_text(r: &tiberius::Row, name: &str) -> Result<String, Error> {
     Ok(r.col::<Uuid>(name)?.hyphenated().to_string())
 }
 
-/// A row of `admin_op_list.sql` or `admin_op_show.sql`.
+/// An [`OpSummary`] from a row of `admin_op_list.sql` or `admin_op_show.sql`.
 fn op_summary(r: &tiberius::Row) -> Result<OpSummary, Error> {
     Ok(OpSummary {
         seq: r.col("id")?,
-        op_id: id_text(r, "op_id")?,
+        op_id: uuid_text(r, "op_id")?,
         resource: r.col("resource")?,
         token: FencingToken::new(r.col("fence")?),
         destination: r.col("destination")?,
@@ -321,11 +311,11 @@ fn op_summary(r: &tiberius::Row) -> Result<OpSummary, Error> {
     })
 }
 
-/// A row of `admin_op_show.sql`, its headers parsed; without its attempts.
+/// An [`OpDetail`] from a row of `admin_op_show.sql`, headers parsed, without its attempts.
 fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
     Ok(OpDetail {
         summary: op_summary(r)?,
-        owner_id: id_text(r, "owner_id")?,
+        owner_id: uuid_text(r, "owner_id")?,
         order_key: r.col("order_key")?,
         method: r.col("method")?,
         path: r.col("path")?,
@@ -346,12 +336,12 @@ fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
     })
 }
 
-/// A row of `admin_attempt_list.sql` or `admin_attempt_tail.sql`.
+/// An [`AttemptRow`] from a row of `admin_attempt_list.sql` or `admin_attempt_tail.sql`.
 fn attempt_row(r: &tiberius::Row) -> Result<AttemptRow, Error> {
     Ok(AttemptRow {
         id: r.col("id")?,
         seq: r.col("seq")?,
-        op_id: id_text(r, "op_id")?,
+        op_id: uuid_text(r, "op_id")?,
         destination: r.col("destination")?,
         resource: r.col("resource")?,
         attempt: r.col("attempt")?,
@@ -365,11 +355,11 @@ fn attempt_row(r: &tiberius::Row) -> Result<AttemptRow, Error> {
     })
 }
 
-/// A row of `admin_op_lock.sql`.
+/// A [`Locked`] op from a row of `admin_op_lock.sql`.
 fn locked_op(r: &tiberius::Row) -> Result<Locked, Error> {
     Ok(Locked {
         seq: r.col("id")?,
-        op_id: id_text(r, "op_id")?,
+        op_id: uuid_text(r, "op_id")?,
         state: r.col("state")?,
         token: r.col("fence")?,
         resource_token: r.col("resource_fence")?,
@@ -379,139 +369,123 @@ fn locked_op(r: &tiberius::Row) -> Result<Locked, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mssql::stmt::tests::row;
+    use crate::mssql::stmt::tests::{params_used, row};
     use crate::op::OpState;
     use std::borrow::Cow;
-    use tiberius::ColumnData;
 
-    fn text(s: &'static str) -> ColumnData<'static> {
-        ColumnData::String(Some(Cow::Borrowed(s)))
-    }
-
-    #[test]
-    fn a_list_binds_every_filter_in_the_statements_order() {
-        let since = OffsetDateTime::from_unix_timestamp(1_782_889_503).unwrap();
-        let f = OpFilter {
+    fn every_filter() -> OpFilter {
+        OpFilter {
             states: vec![OpState::Dead, OpState::Cancelled],
             destination: Some("billing".into()),
-            resource: Some("statement:1".into()),
+            resource: Some("account-7".into()),
             idempotency_key: Some("k-1".into()),
-            created_since: Some(since),
-            created_before: Some(since + time::Duration::hours(1)),
+            created_since: Some(OffsetDateTime::UNIX_EPOCH),
+            created_before: Some(OffsetDateTime::UNIX_EPOCH + time::Duration::days(1)),
             before_seq: Some(99),
             limit: 50,
-        };
-        let s = list_stmt(&f, None);
-        assert_eq!(s.params.len(), 10);
-        assert!(
-            matches!(&s.params[0], ColumnData::String(Some(v)) if v == r#"["dead","cancelled"]"#)
-        );
-        assert!(matches!(s.params[1], ColumnData::Bit(Some(true))));
-        assert!(matches!(&s.params[2], ColumnData::String(Some(v)) if v == "billing"));
-        assert!(matches!(&s.params[3], ColumnData::String(Some(v)) if v == "statement:1"));
-        assert!(matches!(&s.params[4], ColumnData::String(Some(v)) if v == "k-1"));
-        assert!(matches!(s.params[5], ColumnData::String(None)));
-        assert!(matches!(s.params[6], ColumnData::DateTimeOffset(Some(_))));
-        assert!(matches!(s.params[7], ColumnData::DateTimeOffset(Some(_))));
-        assert!(matches!(s.params[8], ColumnData::I64(Some(99))));
-        assert!(matches!(s.params[9], ColumnData::I64(Some(50))));
+        }
     }
 
     #[test]
-    fn unset_filters_are_typed_nulls_and_a_key_alone_takes_the_destinations() {
+    fn the_list_binds_every_filter_in_its_parameter_order() {
+        let f = every_filter();
+        let stmt = list_stmt(&f, Some(json_list(&["billing", "crm"])));
+        assert_eq!(stmt.params.len(), params_used(ADMIN_OP_LIST).len());
+        assert!(
+            matches!(&stmt.params[0], ColumnData::String(Some(s)) if s == r#"["dead","cancelled"]"#)
+        );
+        assert!(matches!(stmt.params[1], ColumnData::Bit(Some(true))));
+        assert!(matches!(&stmt.params[2], ColumnData::String(Some(s)) if s == "billing"));
+        assert!(matches!(&stmt.params[3], ColumnData::String(Some(s)) if s == "account-7"));
+        assert!(matches!(&stmt.params[4], ColumnData::String(Some(s)) if s == "k-1"));
+        assert!(
+            matches!(&stmt.params[5], ColumnData::String(Some(s)) if s == r#"["billing","crm"]"#)
+        );
+        assert!(matches!(
+            stmt.params[6],
+            ColumnData::DateTimeOffset(Some(_))
+        ));
+        assert!(matches!(
+            stmt.params[7],
+            ColumnData::DateTimeOffset(Some(_))
+        ));
+        assert!(matches!(stmt.params[8], ColumnData::I64(Some(99))));
+        assert!(matches!(stmt.params[9], ColumnData::I64(Some(50))));
+    }
+
+    #[test]
+    fn unset_filters_are_bound_as_typed_nulls() {
         let f = OpFilter {
-            states: vec![OpState::Pending, OpState::Dead],
-            idempotency_key: Some("k".into()),
-            limit: 20,
+            limit: 10,
             ..OpFilter::default()
         };
-        let s = list_stmt(&f, Some(&["a".to_owned(), "b".to_owned()]));
-        assert_eq!(s.params.len(), 10);
-        assert!(matches!(s.params[1], ColumnData::Bit(Some(false))));
-        assert!(matches!(s.params[2], ColumnData::String(None)));
-        assert!(matches!(s.params[3], ColumnData::String(None)));
-        assert!(matches!(&s.params[5], ColumnData::String(Some(v)) if v == r#"["a","b"]"#));
-        assert!(matches!(s.params[6], ColumnData::DateTimeOffset(None)));
-        assert!(matches!(s.params[7], ColumnData::DateTimeOffset(None)));
-        assert!(matches!(s.params[8], ColumnData::I64(None)));
-        let none = OpFilter::default();
-        let any = list_stmt(&none, None);
-        assert!(matches!(any.params[0], ColumnData::String(None)));
-    }
-
-    #[test]
-    fn every_parameter_the_list_statement_names_is_bound() {
-        let f = OpFilter::default();
-        let s = list_stmt(&f, None);
-        for n in 1..=s.params.len() {
-            assert!(ADMIN_OP_LIST.contains(&format!("@P{n}")), "@P{n}");
+        let stmt = list_stmt(&f, None);
+        assert_eq!(stmt.params.len(), params_used(ADMIN_OP_LIST).len());
+        assert!(matches!(stmt.params[0], ColumnData::String(None)));
+        assert!(matches!(stmt.params[1], ColumnData::Bit(Some(false))));
+        for i in 2..=5 {
+            assert!(
+                matches!(stmt.params[i], ColumnData::String(None)),
+                "@P{}",
+                i + 1
+            );
         }
-        assert!(!ADMIN_OP_LIST.contains(&format!("@P{}", s.params.len() + 1)));
+        assert!(matches!(stmt.params[6], ColumnData::DateTimeOffset(None)));
+        assert!(matches!(stmt.params[7], ColumnData::DateTimeOffset(None)));
+        assert!(matches!(stmt.params[8], ColumnData::I64(None)));
     }
 
     #[test]
-    fn an_op_summary_row_decodes_with_its_id_as_text() {
-        let op_id: Uuid = "0190C1A2-7B3C-7D4E-8F00-112233445566".parse().unwrap();
-        let at = OffsetDateTime::from_unix_timestamp(1_782_889_503).unwrap();
-        let dto = |t: OffsetDateTime| match t.to_sql() {
+    fn only_values_the_varchar_columns_can_hold_are_looked_up() {
+        assert!(casts_exactly(None, DESTINATION_MAX_LEN));
+        assert!(casts_exactly(Some("billing"), DESTINATION_MAX_LEN));
+        assert!(!casts_exactly(Some(&"d".repeat(65)), DESTINATION_MAX_LEN));
+        assert!(!casts_exactly(Some("kā"), KEY_MAX_LEN));
+    }
+
+    /// A time as the server sends a `datetimeoffset` column.
+    fn dto(t: OffsetDateTime) -> ColumnData<'static> {
+        match t.to_sql() {
             ColumnData::DateTimeOffset(v) => ColumnData::DateTimeOffset(v),
             other => panic!("{other:?}"),
-        };
-        let r = row(vec![
+        }
+    }
+
+    /// A row of `admin_op_list.sql`, its body size as `body_bytes` sends it.
+    fn summary_row(id: Uuid, body_bytes: ColumnData<'static>) -> tiberius::Row {
+        let s = |v: &'static str| ColumnData::String(Some(Cow::Borrowed(v)));
+        row(vec![
             ("id", ColumnData::I64(Some(1))),
-            ("op_id", ColumnData::Guid(Some(op_id))),
-            ("resource", text("statement:1")),
-            ("fence", ColumnData::I64(Some(7))),
-            ("destination", text("billing")),
-            ("idempotency_key", text("k-1")),
-            ("state", text("dead")),
-            ("attempts", ColumnData::I32(Some(3))),
-            ("next_attempt_at", dto(at)),
-            ("created_at", dto(at)),
+            ("op_id", ColumnData::Guid(Some(id))),
+            ("resource", s("account-7")),
+            ("fence", ColumnData::I64(Some(3))),
+            ("destination", s("billing")),
+            ("idempotency_key", s("k-1")),
+            ("state", s("dead")),
+            ("attempts", ColumnData::I32(Some(5))),
+            ("next_attempt_at", dto(OffsetDateTime::UNIX_EPOCH)),
+            ("created_at", dto(OffsetDateTime::UNIX_EPOCH)),
             ("finished_at", ColumnData::DateTimeOffset(None)),
-            ("last_error", text("HTTP 500")),
-            ("body_bytes", ColumnData::I64(Some(12))),
-        ]);
-        let s = op_summary(&r).unwrap();
-        assert_eq!(s.seq, 1);
-        assert_eq!(s.op_id, "0190c1a2-7b3c-7d4e-8f00-112233445566");
-        assert_eq!(s.token, FencingToken::new(7));
-        assert_eq!((s.attempts, s.body_bytes), (3, 12));
-        assert_eq!(s.created_at, at);
-        assert_eq!(s.finished_at, None);
-        assert_eq!(s.last_error.as_deref(), Some("HTTP 500"));
+            ("last_error", s("HTTP 503")),
+            ("body_bytes", body_bytes),
+        ])
     }
 
     #[test]
-    fn a_locked_row_needs_bigint_fences() {
-        let r = row(vec![
-            ("id", ColumnData::I64(Some(4))),
-            ("op_id", ColumnData::Guid(Some(Uuid::nil()))),
-            ("state", text("pending")),
-            ("fence", ColumnData::I32(Some(2))),
-            ("resource_fence", ColumnData::I64(None)),
-        ]);
-        let e = locked_op(&r).unwrap_err();
-        assert!(e.to_string().contains("column fence"), "{e}");
-    }
+    fn an_op_summary_reads_its_row_and_shows_the_id_as_postgres_does() {
+        let id = Uuid::parse_str("0190A1B2-C3D4-7E5F-8A9B-0C1D2E3F4A5B").unwrap();
+        let op = op_summary(&summary_row(id, ColumnData::I64(Some(2)))).unwrap();
+        assert_eq!(op.seq, 1);
+        assert_eq!(op.op_id, "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+        assert_eq!(op.token, FencingToken::new(3));
+        assert_eq!(op.attempts, 5);
+        assert_eq!(op.created_at, OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(op.finished_at, None);
+        assert_eq!(op.last_error.as_deref(), Some("HTTP 503"));
+        assert_eq!(op.body_bytes, 2);
 
-    #[test]
-    fn only_values_an_op_can_hold_are_looked_up() {
-        assert!(could_be_stored(None, None));
-        assert!(could_be_stored(Some("billing"), Some("k-1")));
-        assert!(!could_be_stored(Some(&"a".repeat(65)), None));
-        assert!(!could_be_stored(Some("billing "), None));
-        assert!(!could_be_stored(None, Some("schlüssel")));
-        assert!(!could_be_stored(None, Some(&"k".repeat(256))));
-    }
-
-    #[test]
-    fn text_is_cut_to_utf16_units_at_a_character_boundary() {
-        assert_eq!(fit_utf16("abc", 3), "abc");
-        assert_eq!(fit_utf16("abcd", 3), "abc");
-        // U+1F600 takes two UTF-16 units: it fits whole or not at all.
-        assert_eq!(fit_utf16("ab\u{1F600}", 3), "ab");
-        assert_eq!(fit_utf16("ab\u{1F600}", 4), "ab\u{1F600}");
-        assert_eq!(fit_utf16("", 0), "");
+        // Strict: a body size that came back as int (a missing CAST) is an error naming it.
+        let e = op_summary(&summary_row(id, ColumnData::I32(Some(2)))).unwrap_err();
+        assert!(e.to_string().contains("column body_bytes"), "{e}");
     }
 }
