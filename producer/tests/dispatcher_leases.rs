@@ -61,6 +61,10 @@ async fn dispatcher_partition_leases_are_refused_and_nothing_is_written(db: Test
             let mut c = PgConnection::connect(db.url()).await.unwrap();
             outbox.enqueue_in(&mut c, &lease, &op()).await
         }
+        Kind::Mssql => {
+            let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
+            outbox.enqueue_in(&mut c, &lease, &op()).await
+        }
     };
     assert_refused("enqueue_in", in_caller);
     assert_eq!(db.snapshot().await, before, "nothing may be written");

@@ -227,6 +227,7 @@ async fn issue12_a_purge_keeps_an_op_replayed_meanwhile(db: TestDb) {
     });
     // PostgreSQL: the old statement waited for the replay's row lock, the new one skips it.
     // SQLite: one writer; the purge waits for the replay to commit, then sees its state.
+    // SQL Server: as PostgreSQL; a session waiting on the replay's locks shows as blocked.
     wait_until(
         Duration::from_secs(10),
         "the purges ran or wait",
@@ -251,6 +252,8 @@ async fn issue12_a_purge_keeps_an_op_replayed_meanwhile(db: TestDb) {
 enum Replay {
     Postgres(sqlx::PgConnection),
     Sqlite(sqlx::SqliteConnection, tokio::time::Instant),
+    /// Boxed: a tiberius client is large beside the sqlx connections.
+    Mssql(Box<outbox_store::mssql::Client>),
 }
 
 impl Replay {
@@ -275,7 +278,19 @@ impl Replay {
                 sqlx::query(Self::SQL).execute(&mut c).await.unwrap();
                 Replay::Sqlite(c, tokio::time::Instant::now())
             }
+            Kind::Mssql => {
+                let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
+                Self::mssql(&mut c, "BEGIN TRANSACTION").await;
+                Self::mssql(&mut c, Self::SQL).await;
+                Replay::Mssql(Box::new(c))
+            }
         }
+    }
+
+    /// Runs a T-SQL batch and returns its first result.
+    async fn mssql(c: &mut outbox_store::mssql::Client, sql: &str) -> Vec<tiberius::Row> {
+        let rows = async { c.simple_query(sql).await?.into_first_result().await }.await;
+        rows.unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 
     /// Whether another session waits on this one's locks (on SQLite, which cannot tell:
@@ -295,6 +310,16 @@ impl Replay {
                 waiting > 0
             }
             Replay::Sqlite(_, since) => since.elapsed() > Duration::from_millis(500),
+            Replay::Mssql(_) => {
+                let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
+                let rows = Self::mssql(
+                    &mut c,
+                    "SELECT COUNT_BIG(*) AS waiting FROM sys.dm_exec_requests \
+                     WHERE database_id = DB_ID() AND blocking_session_id <> 0",
+                )
+                .await;
+                rows[0].get::<i64, _>("waiting").unwrap_or(0) > 0
+            }
         }
     }
 
@@ -305,6 +330,9 @@ impl Replay {
             }
             Replay::Sqlite(mut c, _) => {
                 sqlx::query("COMMIT").execute(&mut c).await.unwrap();
+            }
+            Replay::Mssql(mut c) => {
+                Self::mssql(&mut c, "COMMIT TRANSACTION").await;
             }
         }
     }

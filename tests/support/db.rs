@@ -1,5 +1,6 @@
 //! `TestDb`: a fresh, migrated database per test on any backend, plus the raw views tests use
 //! to check what was written (table snapshots) and to move lease time (clock shifts).
+//! SQL Server's database and views are in `mssql.rs`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use outbox_store::{Store, StoreOptions, TtlBounds};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Row, SqliteConnection};
 use time::OffsetDateTime;
 
+use crate::mssql;
 use crate::pg::{self, Cluster, Server};
 
 /// Which backend a test database is on.
@@ -18,20 +20,28 @@ pub enum Kind {
     Sqlite,
     /// A fresh database on the shared server, or on a cluster of the test's own.
     Postgres,
+    /// A fresh database on the SQL Server that `OUTBOX_MSSQL_URL` names.
+    Mssql,
 }
 
 /// One test's database. Dropping it removes the SQLite folder, or the database on an external
-/// PostgreSQL server; throwaway clusters are removed by their watcher.
+/// PostgreSQL server or on SQL Server; throwaway clusters are removed by their watcher.
 #[derive(Debug)]
 pub struct TestDb {
     kind: Kind,
     url: String,
     _sqlite_dir: Option<tempfile::TempDir>,
     own_cluster: Option<Cluster>,
+    /// The server's administrative URL and the database to drop there.
     drop_on_external_server: Option<(String, String)>,
 }
 
-/// Runs `$body` with `$c` bound to a new connection to `$db`, of its backend's type.
+/// What a SQL Server test cannot do: the tests do not run the server, so they cannot stop it.
+const MSSQL_CANNOT_RESTART: &str = "SQL Server cannot be stopped or restarted by the tests \
+(they only reach the server OUTBOX_MSSQL_URL names): restarts need TestDb::postgres_own_cluster";
+
+/// Runs `$body` with `$c` bound to a new sqlx connection to `$db`, of its backend's type.
+/// SQL Server is not an sqlx backend: callers hand it to `mssql.rs` first.
 macro_rules! with_conn {
     ($db:expr, $c:ident => $body:expr) => {
         match $db.kind {
@@ -43,6 +53,7 @@ macro_rules! with_conn {
                 let mut $c = PgConnection::connect(&$db.url).await.expect("connect");
                 $body
             }
+            Kind::Mssql => unreachable!("SQL Server is read through tiberius, not sqlx"),
         }
     };
 }
@@ -123,18 +134,26 @@ impl TestDb {
         })
     }
 
-    /// The SQL Server database named by `OUTBOX_MSSQL_URL`. Its tests are ignored unless run
-    /// with `--include-ignored`; then they fail loudly until the backend and the variable exist.
+    /// A new database on the SQL Server that `OUTBOX_MSSQL_URL` names (a login that may
+    /// `CREATE DATABASE`; the URL's database is ignored, its query string kept). Its tests are
+    /// ignored unless run with `--include-ignored`; then they fail loudly without the variable.
     pub async fn mssql() -> TestDb {
-        match std::env::var("OUTBOX_MSSQL_URL") {
-            Ok(url) if !url.is_empty() => {
-                panic!(
-                    "OUTBOX_MSSQL_URL is set, but the SQL Server backend is not part of this build yet"
-                )
-            }
+        init();
+        let server = match std::env::var(mssql::URL_VAR) {
+            Ok(url) if !url.is_empty() => url,
             _ => {
                 panic!("SQL Server tests need OUTBOX_MSSQL_URL=mssql://user:password@host:port/db")
             }
+        };
+        let name = fresh_database_name();
+        let admin_url = mssql::with_database(&server, "master");
+        mssql::create_database(&admin_url, &name).await;
+        TestDb {
+            kind: Kind::Mssql,
+            url: mssql::with_database(&server, &name),
+            _sqlite_dir: None,
+            own_cluster: None,
+            drop_on_external_server: Some((admin_url, name)),
         }
     }
 
@@ -185,11 +204,13 @@ impl TestDb {
                 cluster.restart().expect("start PostgreSQL again");
             }
             (Kind::Postgres, None) => panic!("restart_server needs TestDb::postgres_own_cluster"),
+            (Kind::Mssql, _) => panic!("{MSSQL_CANNOT_RESTART}"),
         }
     }
 
     /// Stops the database server of a test's own PostgreSQL cluster.
     pub fn stop_server(&self) {
+        assert!(self.kind != Kind::Mssql, "{MSSQL_CANNOT_RESTART}");
         self.own_cluster
             .as_ref()
             .expect("stop_server needs TestDb::postgres_own_cluster")
@@ -199,6 +220,7 @@ impl TestDb {
 
     /// Starts it again.
     pub fn start_server(&self) {
+        assert!(self.kind != Kind::Mssql, "{MSSQL_CANNOT_RESTART}");
         self.own_cluster
             .as_ref()
             .expect("start_server needs TestDb::postgres_own_cluster")
@@ -222,6 +244,7 @@ impl TestDb {
                 "SELECT resource || '|' || coalesce(owner_id::text, '-') || '|' || \
                  coalesce(expires_at::text, '-') || '|' || fence AS r FROM outbox_leases ORDER BY resource"
             }
+            Kind::Mssql => return mssql::snapshot(&self.url).await,
         };
         with_conn!(self, c => {
             let rows = sqlx::query(leases).fetch_all(&mut c).await.expect("leases");
@@ -241,6 +264,7 @@ impl TestDb {
             Kind::Postgres => {
                 "SELECT *, op_id::text AS op_text, headers::text AS headers_text FROM outbox_ops ORDER BY id"
             }
+            Kind::Mssql => return mssql::ops(&self.url).await,
         };
         with_conn!(self, c => {
             let rows = sqlx::query(sql).fetch_all(&mut c).await.expect("ops");
@@ -276,6 +300,7 @@ impl TestDb {
             Kind::Postgres => {
                 "SELECT op_id::text AS op_text, attempt, dispatcher_fence, outcome, http_status, error, response_excerpt FROM outbox_attempts ORDER BY id"
             }
+            Kind::Mssql => return mssql::attempts(&self.url).await,
         };
         with_conn!(self, c => {
             let rows = sqlx::query(sql).fetch_all(&mut c).await.expect("attempts");
@@ -293,14 +318,20 @@ impl TestDb {
         })
     }
 
-    /// Runs one statement written in the SQL both SQLite and PostgreSQL understand; tests use
-    /// it to tamper with tables the way an operator or a bug could.
+    /// Runs one statement written in the SQL SQLite, PostgreSQL and SQL Server all understand
+    /// (SQL Server runs it as is); tests use it to tamper with tables the way an operator or a
+    /// bug could. Returns the rows it affected.
     pub async fn execute(&self, sql: &'static str) -> u64 {
-        with_conn!(self, c => sqlx::query(sql).execute(&mut c).await.expect("execute").rows_affected())
+        self.try_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("execute {sql:?}: {e}"))
     }
 
     /// [`TestDb::execute`] that may fail: the database's refusal, as text.
     pub async fn try_execute(&self, sql: &'static str) -> Result<u64, String> {
+        if self.kind == Kind::Mssql {
+            return mssql::try_execute(&self.url, sql).await;
+        }
         with_conn!(self, c => sqlx::query(sql)
             .execute(&mut c)
             .await
@@ -335,6 +366,7 @@ impl TestDb {
                 .await
                 .expect("shift");
             }
+            Kind::Mssql => mssql::shift_lease_clock(&self.url, secs).await,
         }
     }
 }
@@ -400,6 +432,7 @@ impl Drop for TestDb {
         let Some((admin_url, name)) = self.drop_on_external_server.take() else {
             return;
         };
+        let kind = self.kind;
         // Async drop does not exist; a short-lived thread with its own runtime does the job.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -407,9 +440,16 @@ impl Drop for TestDb {
                 .build()
                 .ok()?;
             rt.block_on(async {
+                if kind == Kind::Mssql {
+                    return mssql::drop_database(&admin_url, &name).await;
+                }
                 let mut c = PgConnection::connect(&admin_url).await.ok()?;
                 let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                sqlx::query(AssertSqlSafe(sql)).execute(&mut c).await.ok()
+                sqlx::query(AssertSqlSafe(sql))
+                    .execute(&mut c)
+                    .await
+                    .ok()
+                    .map(drop)
             })
         })
         .join();

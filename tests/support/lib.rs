@@ -1,9 +1,10 @@
 //! The test harness of fenced-outbox: backends (a throwaway PostgreSQL cluster or
-//! `DATABASE_URL`, SQLite files), a fresh database per test, a recording HTTP destination,
-//! polling waits, a seeded random source and signals for real processes. Used by `it/`,
-//! `chaos/` and by the binary tests of other crates.
+//! `DATABASE_URL`, SQLite files, the SQL Server `OUTBOX_MSSQL_URL` names), a fresh database per
+//! test, a recording HTTP destination, polling waits, a seeded random source and signals for
+//! real processes. Used by `it/`, `chaos/` and by the binary tests of other crates.
 
 pub mod db;
+mod mssql;
 pub mod pg;
 pub mod process;
 pub mod receiver;
@@ -18,7 +19,7 @@ pub use wait::{wait_for, wait_until};
 
 /// Generates, for each named `async fn(TestDb)` of the calling module (which needs `tokio`), one test per backend:
 /// `sqlite::name`, `postgres::name` and `mssql::name` (ignored unless asked for, and then it
-/// fails until SQL Server is configured and supported: it never passes by pretending).
+/// fails without `OUTBOX_MSSQL_URL`: it never passes by pretending).
 #[macro_export]
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {

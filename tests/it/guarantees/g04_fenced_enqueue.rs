@@ -13,28 +13,92 @@ use time::OffsetDateTime;
 
 const TTL: Duration = Duration::from_secs(30);
 
-/// Runs the block with `$tx` bound to a new transaction on the caller's own pool of `$db`
-/// (SQLite: `BEGIN IMMEDIATE`), as an application using `enqueue_in` would; the block
+/// Runs the block with `$tx` bound to a new transaction on the caller's own connection to
+/// `$db` (SQLite: `BEGIN IMMEDIATE`; SQL Server: `BEGIN TRANSACTION` on a client of
+/// `outbox_store::mssql::connect`), as an application using `enqueue_in` would; the block
 /// commits or rolls back.
 macro_rules! in_caller_tx {
-    ($db:expr, |$tx:ident| $body:block) => {
-        match $db.kind() {
+    ($db:expr, |$tx:ident| $body:block) => {{
+        let mut $tx = CallerTx::begin(&$db).await;
+        $body
+    }};
+}
+
+/// A caller's own open transaction, on any backend.
+enum CallerTx {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    /// Boxed: a tiberius client is large beside the sqlx transactions.
+    Mssql(Box<outbox_store::mssql::Client>),
+}
+
+impl CallerTx {
+    async fn begin(db: &TestDb) -> CallerTx {
+        match db.kind() {
             Kind::Sqlite => {
-                let pool = outbox_producer::sqlx::SqlitePool::connect($db.url())
+                let pool = outbox_producer::sqlx::SqlitePool::connect(db.url())
                     .await
                     .unwrap();
-                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-                $body
+                CallerTx::Sqlite(pool.begin_with("BEGIN IMMEDIATE").await.unwrap())
             }
             Kind::Postgres => {
-                let pool = outbox_producer::sqlx::PgPool::connect($db.url())
+                let pool = outbox_producer::sqlx::PgPool::connect(db.url())
                     .await
                     .unwrap();
-                let mut $tx = pool.begin().await.unwrap();
-                $body
+                CallerTx::Postgres(pool.begin().await.unwrap())
+            }
+            Kind::Mssql => {
+                let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
+                Self::batch(&mut c, "BEGIN TRANSACTION").await.unwrap();
+                CallerTx::Mssql(Box::new(c))
             }
         }
-    };
+    }
+
+    /// One business write inside the transaction.
+    async fn execute(&mut self, sql: &'static str) -> Result<(), String> {
+        match self {
+            CallerTx::Sqlite(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+            CallerTx::Postgres(tx) => sqlx::query(sql).execute(&mut **tx).await.map(drop),
+            CallerTx::Mssql(c) => return Self::batch(c, sql).await,
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    async fn commit(self) -> Result<(), String> {
+        match self {
+            CallerTx::Sqlite(tx) => tx.commit().await.map_err(|e| e.to_string()),
+            CallerTx::Postgres(tx) => tx.commit().await.map_err(|e| e.to_string()),
+            CallerTx::Mssql(mut c) => Self::batch(&mut c, "COMMIT TRANSACTION").await,
+        }
+    }
+
+    /// On SQL Server an error under `XACT_ABORT ON` may have rolled the transaction back
+    /// already; rolling back what is left is all a caller can do either way.
+    async fn rollback(self) -> Result<(), String> {
+        match self {
+            CallerTx::Sqlite(tx) => tx.rollback().await.map_err(|e| e.to_string()),
+            CallerTx::Postgres(tx) => tx.rollback().await.map_err(|e| e.to_string()),
+            CallerTx::Mssql(mut c) => {
+                Self::batch(&mut c, "IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION").await
+            }
+        }
+    }
+
+    async fn batch(c: &mut outbox_store::mssql::Client, sql: &str) -> Result<(), String> {
+        let done = async { c.simple_query(sql).await?.into_results().await }.await;
+        done.map(drop).map_err(|e| e.to_string())
+    }
+}
+
+impl<'c> From<&'c mut CallerTx> for outbox_store::Conn<'c> {
+    fn from(tx: &'c mut CallerTx) -> Self {
+        match tx {
+            CallerTx::Sqlite(tx) => outbox_store::Conn::from(tx),
+            CallerTx::Postgres(tx) => outbox_store::Conn::from(tx),
+            CallerTx::Mssql(c) => outbox_store::Conn::from(&mut **c),
+        }
+    }
 }
 
 fn statement_op(key: &str, body: &str) -> Operation {
@@ -316,8 +380,7 @@ async fn g4_enqueue_in_commits_or_rolls_back_with_the_business_write(db: TestDb)
     let lease = outbox.try_acquire("invoice:7", TTL).await.unwrap().unwrap();
     let op = |k: &str| statement_op(k, r#"{"invoice":7}"#);
     in_caller_tx!(db, |tx| {
-        sqlx::query("INSERT INTO invoices (id, amount) VALUES (1, 100)")
-            .execute(&mut *tx)
+        tx.execute("INSERT INTO invoices (id, amount) VALUES (1, 100)")
             .await
             .unwrap();
         outbox
@@ -327,8 +390,7 @@ async fn g4_enqueue_in_commits_or_rolls_back_with_the_business_write(db: TestDb)
         tx.rollback().await.unwrap();
     });
     in_caller_tx!(db, |tx| {
-        sqlx::query("INSERT INTO invoices (id, amount) VALUES (2, 200)")
-            .execute(&mut *tx)
+        tx.execute("INSERT INTO invoices (id, amount) VALUES (2, 200)")
             .await
             .unwrap();
         outbox

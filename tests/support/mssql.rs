@@ -1,0 +1,223 @@
+//! The SQL Server side of `TestDb`: a fresh database per test on the server `OUTBOX_MSSQL_URL`
+//! names, and the raw views of its tables in T-SQL. Every connection is opened with
+//! `outbox_store::mssql::connect`, so it runs with the session options the outbox tables need
+//! (the filtered indexes refuse writes without them).
+
+use outbox_store::mssql::Client;
+use tiberius::{FromSql, Query, Row};
+use url::Url;
+
+use crate::db::{AttemptRow, OpRow};
+
+/// The variable naming the server; its path (the database) is replaced per test.
+pub(crate) const URL_VAR: &str = "OUTBOX_MSSQL_URL";
+
+/// `url` with its path (the database) replaced by `/database`; the login, server and query
+/// string are kept. Panics without echoing the URL (it holds a password).
+pub(crate) fn with_database(url: &str, database: &str) -> String {
+    let mut parsed = Url::parse(url).unwrap_or_else(|e| {
+        panic!("{URL_VAR} is not a URL ({e}); expected mssql://user:password@host:1433/db")
+    });
+    assert!(
+        matches!(parsed.scheme(), "mssql" | "sqlserver"),
+        "{URL_VAR} must start with mssql://"
+    );
+    parsed.set_path(&format!("/{database}"));
+    parsed.into()
+}
+
+/// One connection to `url`; panics with the driver's reason (never the URL).
+pub(crate) async fn connect(url: &str) -> Client {
+    outbox_store::mssql::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to SQL Server for the tests: {e}"))
+}
+
+/// Runs one T-SQL batch for its effect, on `c`.
+pub(crate) async fn batch(c: &mut Client, sql: &str) -> Result<(), tiberius::error::Error> {
+    c.simple_query(sql).await?.into_results().await.map(drop)
+}
+
+/// Creates database `name` on the server of `admin_url` (a URL of `master`), with read
+/// committed snapshot isolation on.
+pub(crate) async fn create_database(admin_url: &str, name: &str) {
+    assert!(
+        name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+        "database names are generated from letters, digits and underscores: {name}"
+    );
+    let mut c = connect(admin_url).await;
+    // Identifiers cannot be bound; the name is checked above. One statement per batch: each
+    // ALTER DATABASE needs the database to exist, and CREATE DATABASE may not share a
+    // transaction with anything.
+    // Every SQL Server test runs under READ_COMMITTED_SNAPSHOT (RCSI), the default of Azure
+    // SQL Database: a plain read there takes no shared lock and sees the last committed row
+    // version, the harder case for the fence, whose checks rely on their locking hints
+    // (HOLDLOCK, UPDLOCK) alone to wait for a takeover. ALLOW_SNAPSHOT_ISOLATION as well, so
+    // nothing that asks for SNAPSHOT is refused.
+    for sql in [
+        format!("CREATE DATABASE [{name}]"),
+        format!("ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"),
+        format!("ALTER DATABASE [{name}] SET ALLOW_SNAPSHOT_ISOLATION ON"),
+    ] {
+        batch(&mut c, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
+    }
+    c.close().await.ok();
+}
+
+/// Drops database `name` on the server of `admin_url`, whoever is still connected to it.
+pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Option<()> {
+    let mut c = outbox_store::mssql::connect(admin_url).await.ok()?;
+    let sql = format!(
+        "ALTER DATABASE [{name}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE [{name}]"
+    );
+    batch(&mut c, &sql).await.ok()?;
+    c.close().await.ok()
+}
+
+/// Column `name` of `row`, NULL allowed; panics naming the column when it cannot be read.
+fn opt<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> Option<T> {
+    row.try_get(name)
+        .unwrap_or_else(|e| panic!("column {name}: {e}"))
+}
+
+/// Column `name` of `row`, which must not be NULL.
+fn req<'a, T: FromSql<'a>>(row: &'a Row, name: &str) -> T {
+    opt(row, name).unwrap_or_else(|| panic!("column {name} is NULL"))
+}
+
+/// The rows of one statement without parameters.
+async fn rows(url: &str, sql: &str, what: &str) -> Vec<Row> {
+    let mut c = connect(url).await;
+    let result = match c.simple_query(sql).await {
+        Ok(stream) => stream.into_first_result().await,
+        Err(e) => Err(e),
+    };
+    let rows = result.unwrap_or_else(|e| panic!("{what}: {e}"));
+    c.close().await.ok();
+    rows
+}
+
+/// See `TestDb::snapshot`: the lease rows as text, then the counts of the other tables.
+pub(crate) async fn snapshot(url: &str) -> Vec<String> {
+    const LEASES: &str = "SELECT CONCAT(resource, '|', COALESCE(CAST(owner_id AS varchar(36)), '-'), \
+         '|', COALESCE(CONVERT(varchar(40), expires_at, 127), '-'), '|', fence) AS r \
+         FROM dbo.outbox_leases ORDER BY resource";
+    const COUNTS: &str = "SELECT (SELECT COUNT_BIG(*) FROM dbo.outbox_ops) AS ops, \
+         (SELECT COUNT_BIG(*) FROM dbo.outbox_attempts) AS attempts, \
+         (SELECT COUNT_BIG(*) FROM dbo.outbox_rejections) AS rejections, \
+         (SELECT COUNT_BIG(*) FROM dbo.outbox_admin_log) AS admin_log";
+    let mut out: Vec<String> = rows(url, LEASES, "leases")
+        .await
+        .iter()
+        .map(|r| req::<&str>(r, "r").to_owned())
+        .collect();
+    let counts = rows(url, COUNTS, "counts").await;
+    let counts = counts.first().expect("counts: one row");
+    let counts: Vec<i64> = ["ops", "attempts", "rejections", "admin_log"]
+        .iter()
+        .map(|name| req::<i64>(counts, name))
+        .collect();
+    out.push(format!("{counts:?}"));
+    out
+}
+
+/// See `TestDb::ops`.
+pub(crate) async fn ops(url: &str) -> Vec<OpRow> {
+    const OPS: &str = "SELECT id, LOWER(CONVERT(varchar(36), op_id)) AS op_text, resource, fence, \
+         destination, idempotency_key, state, order_key, created_at, next_attempt_at, body, \
+         content_type, headers AS headers_text, expire_with_generation, attempts, last_error \
+         FROM dbo.outbox_ops ORDER BY id";
+    rows(url, OPS, "ops")
+        .await
+        .iter()
+        .map(|r| OpRow {
+            seq: req(r, "id"),
+            op_id: req::<&str>(r, "op_text").to_owned(),
+            resource: req::<&str>(r, "resource").to_owned(),
+            fence: req(r, "fence"),
+            destination: req::<&str>(r, "destination").to_owned(),
+            idempotency_key: req::<&str>(r, "idempotency_key").to_owned(),
+            state: req::<&str>(r, "state").to_owned(),
+            order_key: opt::<&str>(r, "order_key").map(str::to_owned),
+            created_at: req(r, "created_at"),
+            next_attempt_at: req(r, "next_attempt_at"),
+            body: req::<&[u8]>(r, "body").to_vec(),
+            content_type: opt::<&str>(r, "content_type").map(str::to_owned),
+            headers: req::<&str>(r, "headers_text").to_owned(),
+            expire_with_generation: req(r, "expire_with_generation"),
+            attempts: req(r, "attempts"),
+            last_error: opt::<&str>(r, "last_error").map(str::to_owned),
+        })
+        .collect()
+}
+
+/// See `TestDb::attempts`.
+pub(crate) async fn attempts(url: &str) -> Vec<AttemptRow> {
+    const ATTEMPTS: &str = "SELECT LOWER(CONVERT(varchar(36), op_id)) AS op_text, attempt, \
+         dispatcher_fence, outcome, http_status, error, response_excerpt \
+         FROM dbo.outbox_attempts ORDER BY id";
+    rows(url, ATTEMPTS, "attempts")
+        .await
+        .iter()
+        .map(|r| AttemptRow {
+            op_id: req::<&str>(r, "op_text").to_owned(),
+            attempt: req(r, "attempt"),
+            dispatcher_fence: req(r, "dispatcher_fence"),
+            outcome: opt::<&str>(r, "outcome").map(str::to_owned),
+            http_status: opt(r, "http_status"),
+            error: opt::<&str>(r, "error").map(str::to_owned),
+            excerpt: opt::<&str>(r, "response_excerpt").map(str::to_owned),
+        })
+        .collect()
+}
+
+/// See `TestDb::try_execute`: the statement as written, its affected row count, or the
+/// server's refusal as text.
+pub(crate) async fn try_execute(url: &str, sql: &str) -> Result<u64, String> {
+    let mut c = connect(url).await;
+    let done = c.execute(sql, &[]).await.map(|r| r.total());
+    c.close().await.ok();
+    done.map_err(|e| e.to_string())
+}
+
+/// See `TestDb::shift_lease_clock`.
+pub(crate) async fn shift_lease_clock(url: &str, secs: u32) {
+    let secs = i32::try_from(secs).expect("a shift below 2^31 seconds");
+    let mut c = connect(url).await;
+    let mut q = Query::new(
+        "UPDATE dbo.outbox_leases SET expires_at = DATEADD(SECOND, -@P1, expires_at) \
+         WHERE expires_at IS NOT NULL",
+    );
+    q.bind(secs);
+    q.execute(&mut c).await.expect("shift");
+    c.close().await.ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn a_url_names_another_database_and_keeps_the_rest() {
+        let cases = [
+            (
+                "mssql://sa:p%2Fw%3Fd%40@127.0.0.1:14330/master?TrustServerCertificate=true",
+                "mssql://sa:p%2Fw%3Fd%40@127.0.0.1:14330/outbox_test_1_0?TrustServerCertificate=true",
+            ),
+            (
+                "mssql://sa:x@h:1433/db",
+                "mssql://sa:x@h:1433/outbox_test_1_0",
+            ),
+            ("mssql://sa:x@h:1433", "mssql://sa:x@h:1433/outbox_test_1_0"),
+            (
+                "sqlserver://sa:x@h/?Encrypt=false&TrustServerCertificate=true",
+                "sqlserver://sa:x@h/outbox_test_1_0?Encrypt=false&TrustServerCertificate=true",
+            ),
+        ];
+        for (url, expected) in cases {
+            assert_eq!(with_database(url, "outbox_test_1_0"), expected, "{url}");
+        }
+    }
+}
