@@ -9,11 +9,15 @@
 -- sequence for two resources, G1/G2), keys 'K' and 'k' one op (the second enqueue a duplicate
 -- or a conflict, G7), and order keys that differ in case one order (G8). Statements that
 -- compare these columns with values from OPENJSON collate those values the same way.
+-- nvarchar(n) counts UTF-16 units, so names and keys have room for their limits in characters
+-- outside the BMP (resource 200 -> 400, order_key 255 -> 510, within the index key limits);
+-- free text the producer or the dispatcher bounds in characters (content type, errors,
+-- excerpts) is nvarchar(max).
 
 -- One row per resource ever leased. The row is never deleted, so `fence` survives
 -- release, expiry and restarts and every acquisition gets a larger token (G1).
 CREATE TABLE dbo.outbox_leases (
-    resource    nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT PK_outbox_leases PRIMARY KEY,
+    resource    nvarchar(400)     COLLATE Latin1_General_100_BIN2 NOT NULL CONSTRAINT PK_outbox_leases PRIMARY KEY,
     owner_id    uniqueidentifier  NULL,
     expires_at  datetimeoffset(7) NULL,
     fence       bigint            NOT NULL CONSTRAINT DF_outbox_leases_fence DEFAULT (0),
@@ -26,7 +30,7 @@ CREATE TABLE dbo.outbox_leases (
 CREATE TABLE dbo.outbox_ops (
     id                      bigint            IDENTITY(1, 1) NOT NULL CONSTRAINT PK_outbox_ops PRIMARY KEY,
     op_id                   uniqueidentifier  NOT NULL CONSTRAINT UQ_outbox_ops_op_id UNIQUE,
-    resource                nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL,
+    resource                nvarchar(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,
     fence                   bigint            NOT NULL,
     owner_id                uniqueidentifier  NOT NULL,
     destination             varchar(64)       COLLATE Latin1_General_100_BIN2 NOT NULL,
@@ -34,7 +38,7 @@ CREATE TABLE dbo.outbox_ops (
     -- SHA-256 of the canonical request: the same key with another request is a conflict (G7).
     request_hash            varbinary(32)     NOT NULL,
     -- NULL: the op is unordered and may be delivered beside any other.
-    order_key               nvarchar(255)     COLLATE Latin1_General_100_BIN2 NULL,
+    order_key               nvarchar(510)     COLLATE Latin1_General_100_BIN2 NULL,
     -- Slot 0..1023, a stable hash of the order key (of the op id when unordered); partition p
     -- of P dispatcher partitions owns the slots with slot % P = p. Same key, same partition (G8).
     partition               int               NOT NULL CONSTRAINT DF_outbox_ops_partition DEFAULT (0),
@@ -42,7 +46,7 @@ CREATE TABLE dbo.outbox_ops (
     path                    nvarchar(2048)    NOT NULL,
     -- A JSON array of [name, value] pairs, in the producer's order. Never credentials.
     headers                 nvarchar(max)     NOT NULL CONSTRAINT DF_outbox_ops_headers DEFAULT (N'[]'),
-    content_type            nvarchar(255)     NULL,
+    content_type            nvarchar(max)     NULL,
     body                    varbinary(max)    NOT NULL CONSTRAINT DF_outbox_ops_body DEFAULT (0x),
     expire_with_generation  bit               NOT NULL CONSTRAINT DF_outbox_ops_expire DEFAULT (0),
     state                   varchar(16)       NOT NULL CONSTRAINT DF_outbox_ops_state DEFAULT ('pending'),
@@ -50,8 +54,7 @@ CREATE TABLE dbo.outbox_ops (
     next_attempt_at         datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_ops_next DEFAULT (SYSUTCDATETIME()),
     claimed_by_fence        bigint            NULL,
     claimed_at              datetimeoffset(7) NULL,
-    -- nvarchar counts UTF-16 units: room for 2048 characters outside the BMP (ERROR_MAX_CHARS).
-    last_error              nvarchar(4000)    NULL,
+    last_error              nvarchar(max)     NULL,
     trace_context           varchar(512)      NULL,
     created_at              datetimeoffset(7) NOT NULL CONSTRAINT DF_outbox_ops_created DEFAULT (SYSUTCDATETIME()),
     delivered_at            datetimeoffset(7) NULL,
@@ -104,9 +107,8 @@ CREATE TABLE dbo.outbox_attempts (
     -- delivered: 2xx; failed: a definite failure; unknown: timed out after the request was sent.
     outcome           varchar(16)       NULL,
     http_status       int               NULL,
-    -- Twice the characters the dispatcher keeps (2048 and 1024): nvarchar counts UTF-16 units.
-    error             nvarchar(4000)    NULL,
-    response_excerpt  nvarchar(2048)    NULL,
+    error             nvarchar(max)     NULL,
+    response_excerpt  nvarchar(max)     NULL,
     CONSTRAINT UQ_outbox_attempts_op_attempt UNIQUE (op_id, attempt),
     CONSTRAINT CK_outbox_attempts_outcome CHECK (outcome IN ('delivered', 'failed', 'unknown'))
 );
@@ -114,7 +116,7 @@ CREATE TABLE dbo.outbox_attempts (
 -- Stale or expired enqueue attempts (G4), kept for operators with bounded retention.
 CREATE TABLE dbo.outbox_rejections (
     id               bigint            IDENTITY(1, 1) NOT NULL CONSTRAINT PK_outbox_rejections PRIMARY KEY,
-    resource         nvarchar(200)     COLLATE Latin1_General_100_BIN2 NOT NULL,
+    resource         nvarchar(400)     COLLATE Latin1_General_100_BIN2 NOT NULL,
     owner_id         uniqueidentifier  NOT NULL,
     fence            bigint            NOT NULL,
     -- The resource's token when the enqueue was refused; NULL when it was never leased.

@@ -5,7 +5,7 @@
 -- A claim records the partition lease (resource) beside its token (G9, G12). It holds an
 -- outbox_leases.resource and is compared with it, so it has that column's binary collation
 -- (0001_init.sql): exact, and no collation conflict in the comparison.
-ALTER TABLE dbo.outbox_ops ADD claimed_by_lease nvarchar(200) COLLATE Latin1_General_100_BIN2 NULL;
+ALTER TABLE dbo.outbox_ops ADD claimed_by_lease nvarchar(400) COLLATE Latin1_General_100_BIN2 NULL;
 
 -- For dispatcher partition leases: the partition count their holder serves (G12).
 ALTER TABLE dbo.outbox_leases ADD partitions int NULL;

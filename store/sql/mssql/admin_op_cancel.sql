@@ -4,7 +4,7 @@
 -- (a locking read, never a version), so no claim took them meanwhile and this UPDATE converts
 -- those locks to exclusive ones, held to the commit.
 -- Time is SYSUTCDATETIME(), the database clock. admin.rs cuts the note to ERROR_MAX_CHARS
--- (2048) characters, as every last_error is cut, so it fits last_error's nvarchar(4000).
+-- (2048) characters, as every last_error is cut, and last_error is nvarchar(max).
 -- Parameters: @P1 op row ids (nvarchar, a JSON array of numbers), @P2 the note kept as
 -- last_error (who and why).
 -- Returns nothing.

@@ -9,7 +9,7 @@
 SELECT resource, partitions
 FROM dbo.outbox_leases
 WHERE resource IN (
-        SELECT CAST(j.value AS nvarchar(200)) COLLATE Latin1_General_100_BIN2
+        SELECT CAST(j.value AS nvarchar(400)) COLLATE Latin1_General_100_BIN2
         FROM OPENJSON(@P1) AS j
     )
   AND owner_id IS NOT NULL

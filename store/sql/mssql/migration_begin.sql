@@ -4,7 +4,8 @@
 -- finds it recorded). An application lock is independent of row versioning: READ COMMITTED
 -- SNAPSHOT changes nothing.
 -- Parameters: none.
--- Returns nothing; THROW 51000 when the lock was not granted within 60 seconds (or the wait
+-- Returns nothing; THROW 51000 when the lock was not granted within 20 seconds, less than the
+-- default command timeout of 30 s so the reason arrives before the client gives up (or the wait
 -- was cancelled or chosen as a deadlock victim).
 SET NOCOUNT ON;
 
@@ -14,7 +15,7 @@ EXEC @granted = sys.sp_getapplock
     @Resource = N'fenced-outbox migrations',
     @LockMode = N'Exclusive',
     @LockOwner = N'Transaction',
-    @LockTimeout = 60000;
+    @LockTimeout = 20000;
 
 IF @granted < 0
 BEGIN

@@ -13,13 +13,14 @@
 -- - Candidates are read WITH (READPAST, UPDLOCK, ROWLOCK) (SKIP LOCKED): update locks on the
 --   latest committed rows, held to the commit, and rows another transaction has locked (a
 --   concurrent claim, a completion, an enqueue, an operator) are skipped, never waited for.
--- - The order-key check reads the other ops of the key WITH (READCOMMITTEDLOCK), never with
---   READPAST: a row of the key that a concurrent claim (or completion, release, operator) has
---   locked is waited for, not skipped, and then seen as it was committed (in flight, say), so
---   an op behind it is never taken for the head (G8). READCOMMITTEDLOCK makes that read a
---   locking one under RCSI too, where a plain read would see the row's previous version.
---   Two claims waiting on each other's rows of one key end in a deadlock victim (an error the
---   caller retries), never in two ops of one key in flight.
+-- - The order-key check reads the other ops of the key plainly, never with READPAST: under
+--   RCSI it sees their latest committed versions, as PostgreSQL's snapshot does, and every
+--   version it can see of an op ahead (in flight, pending, being completed or claimed) makes
+--   the claim pass over the later op, never take it out of order (G8); it never waits there,
+--   so a producer's open transaction cannot hold the partition lease's renewal behind it.
+--   Under locking READ COMMITTED the same read waits for rows other transactions locked,
+--   which is only stricter. Keys are also compared by DATALENGTH: SQL Server's = ignores
+--   trailing spaces, PostgreSQL's does not.
 -- - The newest token of an op's resource (expire_with_generation) is a plain read, as in the
 --   PostgreSQL file; op_supersede_stale_generation.sql marks those ops before each claim.
 -- Time is SYSUTCDATETIME(), read once at the start of the batch (the database clock, G2).
@@ -58,8 +59,9 @@ WITH c AS (
             FROM OPENJSON(@P6) AS j)
       AND (o.order_key IS NULL OR NOT EXISTS (
             SELECT 1
-            FROM dbo.outbox_ops AS x WITH (READCOMMITTEDLOCK)
+            FROM dbo.outbox_ops AS x
             WHERE x.order_key = o.order_key
+              AND DATALENGTH(x.order_key) = DATALENGTH(o.order_key)
               AND x.state IN ('pending', 'in_flight')
               AND (x.state = 'in_flight'
                    OR x.fence < o.fence

@@ -20,9 +20,11 @@
 -- row order (the ids are in batch order).
 SET NOCOUNT ON;
 DECLARE @owner uniqueidentifier, @fence bigint, @live bit, @why nvarchar(200);
+-- One time for both checks, so a lease that expires between them is reported, not skipped.
+DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
 SELECT @owner = owner_id,
        @fence = fence,
-       @live = CASE WHEN expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7)) THEN 1 ELSE 0 END
+       @live = CASE WHEN expires_at > @now THEN 1 ELSE 0 END
 FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
 WHERE resource = @P1;
 IF @fence IS NULL
@@ -103,7 +105,7 @@ WHERE n.nth = 1
       WHERE resource = @P1
         AND owner_id = @P2
         AND fence = @P3
-        AND expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7))
+        AND expires_at > @now
   )
   AND NOT EXISTS (
       SELECT 1

@@ -97,11 +97,12 @@ impl MsStore {
     /// left in an unknown state is not reused.
     pub(crate) async fn fetch_all(&self, stmt: Stmt<'_>) -> Result<Vec<tiberius::Row>, Error> {
         let mut conn = self.conn().await?;
+        // Broken until the exchange completes: a caller's timeout may drop this future
+        // mid-statement, and a connection left mid-response must not be lent again.
+        conn.broken = true;
         let rows = stmt.rows(&mut conn.client).await;
-        rows.map_err(|e| {
-            conn.note(&e);
-            map_err(e)
-        })
+        conn.broken = rows.as_ref().err().is_some_and(pool::breaks_connection);
+        rows.map_err(map_err)
     }
 
     /// [`MsStore::fetch_all`]'s first row.
@@ -131,6 +132,8 @@ impl MsStore {
             return enqueue::in_transaction(self, lease, op).await;
         }
         let mut conn = self.conn().await?;
+        // As in fetch_all: unusable unless the exchange completes.
+        conn.broken = true;
         let mut result = enqueue::on::<Self>(&mut conn.client, lease, op).await;
         if let Err(Error::Store(e)) = &result
             && e.kind() == crate::StoreErrorKind::UniqueViolation
@@ -139,10 +142,8 @@ impl MsStore {
             // second try finds the op that holds the key.
             result = enqueue::on::<Self>(&mut conn.client, lease, op).await;
         }
-        if result.is_err() {
-            // An error may have come from anywhere in the exchange: do not reuse it blind.
-            conn.broken = true;
-        }
+        // An error may have come from anywhere in the exchange: that connection is not reused.
+        conn.broken = result.is_err();
         result
     }
 
@@ -165,7 +166,11 @@ impl MsStore {
             Ok(rows) => rows,
             Err(e) => {
                 if let Some(Thrown::Rejected(reason)) = thrown_by(&e) {
-                    Self::rollback(tx).await?;
+                    // XACT_ABORT ON has rolled the transaction back with the THROW. Should the
+                    // rollback request fail anyway, the connection is dropped unreturned
+                    // (in_transaction is still set), which is just as safe: the rejection
+                    // stands either way.
+                    let _ = Self::rollback(tx).await;
                     return Ok(Err(NotEnqueued::Rejected(reason)));
                 }
                 // Dropped uncommitted: the connection is closed, the server rolls back.
