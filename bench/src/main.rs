@@ -1,7 +1,7 @@
 //! `outbox-bench`: the benchmark program. Each scenario runs on SQLite and PostgreSQL (a
 //! throwaway cluster with default durability, or `--database-url`), or with `--backend mssql`
-//! on the SQL Server `--mssql-url` names, `--runs` times, and reports the median, the spread
-//! and the ratio against a baseline measured in the same run.
+//! (or `all`) on the SQL Server `--mssql-url` names, `--runs` times, and reports the median,
+//! the spread and the ratio against a baseline measured in the same run.
 //! Machines are shared and noisy: compare ratios, not absolute figures.
 
 mod dispatch;
@@ -24,11 +24,11 @@ struct Args {
     /// PostgreSQL server to use instead of a throwaway cluster (databases are created on it).
     #[arg(long, global = true, env = "DATABASE_URL")]
     database_url: Option<String>,
-    /// SQL Server for `--backend mssql`: a database where `CREATE DATABASE` may run (e.g.
+    /// SQL Server for `--backend mssql|all`: a database where `CREATE DATABASE` may run (e.g.
     /// mssql://sa:PASSWORD@localhost:1433/master?TrustServerCertificate=true).
     #[arg(long, global = true, env = "OUTBOX_MSSQL_URL", hide_env_values = true)]
     mssql_url: Option<String>,
-    /// Which backends to run (`both`: SQLite and PostgreSQL).
+    /// Which backends to run (`both`: SQLite and PostgreSQL; `all`: those and SQL Server).
     #[arg(long, global = true, value_enum, default_value = "both")]
     backend: Which,
     /// Runs per scenario; the median is reported.
@@ -51,6 +51,7 @@ enum Which {
     Postgres,
     Both,
     Mssql,
+    All,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,16 +91,19 @@ async fn run(args: Args) -> anyhow::Result<()> {
         return dispatch::serve_204(port).await;
     }
     let runs = if args.quick { 1 } else { args.runs.max(1) };
+    // SQL Server first, so a missing --mssql-url is reported before a cluster starts.
+    let mssql = match args.backend {
+        Which::Mssql | Which::All => Some(Target::mssql(args.mssql_url.as_deref())?),
+        _ => None,
+    };
     let mut targets = Vec::new();
-    if matches!(args.backend, Which::Sqlite | Which::Both) {
+    if matches!(args.backend, Which::Sqlite | Which::Both | Which::All) {
         targets.push(Target::Sqlite);
     }
-    if matches!(args.backend, Which::Postgres | Which::Both) {
+    if matches!(args.backend, Which::Postgres | Which::Both | Which::All) {
         targets.push(Target::postgres(args.database_url.as_deref())?);
     }
-    if matches!(args.backend, Which::Mssql) {
-        targets.push(Target::mssql(args.mssql_url.as_deref())?);
-    }
+    targets.extend(mssql);
     let mut rows = Vec::new();
     for target in &targets {
         let all = matches!(args.scenario, Scenario::All);

@@ -60,12 +60,16 @@ impl Target {
     /// SQL Server at `url` (`--mssql-url`); there is no throwaway server to fall back on.
     pub(crate) fn mssql(url: Option<&str>) -> anyhow::Result<Target> {
         match url.filter(|u| !u.trim().is_empty()) {
-            Some(url) => Ok(Target::Mssql {
-                admin_url: url.to_owned(),
-            }),
+            Some(url) => {
+                // A URL that names no server is refused now, not after the other backends ran.
+                mssql_with_database(url, "outbox_bench")?;
+                Ok(Target::Mssql {
+                    admin_url: url.to_owned(),
+                })
+            }
             None => anyhow::bail!(
-                "--backend mssql needs a SQL Server: pass --mssql-url (or set OUTBOX_MSSQL_URL) \
-                 to a database where CREATE DATABASE may run, e.g. \
+                "--backend mssql (and all) needs a SQL Server: pass --mssql-url (or set \
+                 OUTBOX_MSSQL_URL) to a database where CREATE DATABASE may run, e.g. \
                  mssql://sa:PASSWORD@localhost:1433/master?TrustServerCertificate=true"
             ),
         }
