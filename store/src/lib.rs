@@ -15,6 +15,7 @@ pub mod dispatch;
 mod driver;
 mod enqueue;
 pub mod error;
+mod json;
 pub mod migrate;
 pub mod model;
 pub mod mssql;

@@ -29,6 +29,7 @@ use crate::dispatch::{
 use crate::driver::Driver;
 use crate::enqueue::{self, FoundOp, LeaseSeen};
 use crate::error::{Backend, Error, InvalidInput};
+use crate::json::list as json_list;
 use crate::migrate::{AppliedMigration, Migration};
 use crate::model::{
     DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
@@ -159,7 +160,7 @@ impl MsStore {
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
-            .bind(batch_json(ops))
+            .bind(crate::json::batch(ops))
             .rows(&mut tx)
             .await;
         let rows = match rows {
@@ -206,48 +207,6 @@ impl MsStore {
             .await?;
         rows.iter().map(rejection_row).collect()
     }
-}
-
-/// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads, bytes in hex.
-fn batch_json(ops: &[NewOp]) -> String {
-    let ops: Vec<serde_json::Value> = ops
-        .iter()
-        .map(|o| {
-            serde_json::json!({
-                "op_id": o.op_id.hyphenated().to_string(),
-                "destination": o.destination.as_str(),
-                "key": o.idempotency_key.as_str(),
-                "hash": hex(&o.request_hash),
-                "order_key": o.order_key.as_ref().map(OrderKey::as_str),
-                "partition": o.partition,
-                "method": o.method.as_str(),
-                "path": o.path,
-                "headers": o.headers_json,
-                "content_type": o.content_type,
-                "body": hex(&o.body),
-                "expire": o.expire_with_generation,
-                "delay_ms": o.delay_ms,
-                "trace": o.trace_context,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(ops).to_string()
-}
-
-/// Lowercase hex, as `CONVERT(varbinary(max), x, 2)` reads it.
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
-/// A list of names as the JSON array `OPENJSON` reads.
-fn json_list<T: serde::Serialize>(items: &[T]) -> String {
-    serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// A statement whose parameters are a partition's lease and the partition: @P1 resource,

@@ -178,7 +178,7 @@ impl SqliteStore {
 /// `admin_op_lock.sql`.
 pub(super) async fn op_lock(c: &mut SqliteConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
     sqlx::query(ADMIN_OP_LOCK)
-        .bind(json_ids(seqs))
+        .bind(crate::json::list(seqs))
         .fetch_all(c)
         .await
         .map_err(map_err)?
@@ -191,7 +191,7 @@ pub(super) async fn op_lock(c: &mut SqliteConnection, seqs: &[i64]) -> Result<Ve
 /// `admin_op_replay.sql`.
 pub(super) async fn op_replay(c: &mut SqliteConnection, seqs: &[i64]) -> Result<(), Error> {
     sqlx::query(ADMIN_OP_REPLAY)
-        .bind(json_ids(seqs))
+        .bind(crate::json::list(seqs))
         .execute(c)
         .await
         .map_err(map_err)?;
@@ -205,7 +205,7 @@ pub(super) async fn op_cancel(
     note: &str,
 ) -> Result<(), Error> {
     sqlx::query(ADMIN_OP_CANCEL)
-        .bind(json_ids(seqs))
+        .bind(crate::json::list(seqs))
         .bind(note)
         .execute(c)
         .await
@@ -238,7 +238,7 @@ pub(super) async fn purge_count(
     older_than_ms: i64,
 ) -> Result<Vec<(String, i64)>, Error> {
     sqlx::query(ADMIN_PURGE_COUNT)
-        .bind(serde_json::to_string(states).unwrap_or_default())
+        .bind(crate::json::list(states))
         .bind(older_than_ms)
         .fetch_all(pool)
         .await
@@ -256,17 +256,12 @@ pub(super) async fn purge(
     batch: usize,
 ) -> Result<Vec<String>, Error> {
     sqlx::query_scalar(ADMIN_PURGE)
-        .bind(serde_json::to_string(states).unwrap_or_default())
+        .bind(crate::json::list(states))
         .bind(older_than_ms)
         .bind(batch as i64)
         .fetch_all(pool)
         .await
         .map_err(map_err)
-}
-
-/// Ids as the JSON array the SQLite statements read with `json_each`.
-fn json_ids(ids: &[i64]) -> String {
-    serde_json::to_string(ids).unwrap_or_default()
 }
 
 /// A time as SQLite stores it (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so text comparisons order

@@ -28,6 +28,7 @@ use crate::dispatch::{
 use crate::driver::Driver;
 use crate::enqueue::{self, FoundOp, LeaseSeen, check_lease};
 use crate::error::{Backend, Error, InvalidInput, StoreError, StoreErrorKind};
+use crate::json::list as json_list;
 use crate::migrate::AppliedMigration;
 use crate::migrate::Migration;
 use crate::model::{
@@ -112,7 +113,7 @@ impl SqliteStore {
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid().hyphenated())
             .bind(lease.token.get())
-            .bind(batch_json(ops))
+            .bind(crate::json::batch(ops))
             .fetch_all(&mut *tx)
             .await
             .map_err(map_err)?
@@ -148,41 +149,6 @@ impl SqliteStore {
     }
 }
 
-/// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads, bytes in hex.
-fn batch_json(ops: &[NewOp]) -> String {
-    fn hex(bytes: &[u8]) -> String {
-        use std::fmt::Write as _;
-        bytes
-            .iter()
-            .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-                let _ = write!(s, "{b:02x}");
-                s
-            })
-    }
-    let ops: Vec<serde_json::Value> = ops
-        .iter()
-        .map(|o| {
-            serde_json::json!({
-                "op_id": o.op_id.hyphenated().to_string(),
-                "destination": o.destination.as_str(),
-                "key": o.idempotency_key.as_str(),
-                "hash": hex(&o.request_hash),
-                "order_key": o.order_key.as_ref().map(OrderKey::as_str),
-                "partition": o.partition,
-                "method": o.method.as_str(),
-                "path": o.path,
-                "headers": o.headers_json,
-                "content_type": o.content_type,
-                "body": hex(&o.body),
-                "expire": o.expire_with_generation,
-                "delay_ms": o.delay_ms,
-                "trace": o.trace_context,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(ops).to_string()
-}
-
 /// A statement whose parameters are a partition's lease and the partition: ?1 resource,
 /// ?2 owner id, ?3 token, ?4 partition count, ?5 partition index.
 fn with_partition_lease<'q>(
@@ -196,11 +162,6 @@ fn with_partition_lease<'q>(
         .bind(lease.token.get())
         .bind(part.count())
         .bind(part.index())
-}
-
-/// A list of names as the JSON array `json_each` reads (SQLite has no array parameters).
-fn json_list(names: &[String]) -> String {
-    serde_json::to_string(names).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// Whether a `sqlite:` URL names a file rather than an in-memory database.
