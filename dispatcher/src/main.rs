@@ -33,7 +33,7 @@ enum Command {
     /// owner's is delivered. Needs no set-up (SQLite in a temporary folder, a local stand-in
     /// API); exits 0 only when every expectation held.
     Demo {
-        /// Run it on PostgreSQL instead, e.g. postgres://localhost/outbox_demo.
+        /// Run it on PostgreSQL or SQL Server instead, e.g. postgres://localhost/outbox_demo.
         #[arg(long)]
         database_url: Option<String>,
     },
