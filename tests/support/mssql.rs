@@ -46,6 +46,8 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) {
         "database names are generated from letters, digits and underscores: {name}"
     );
     let mut c = connect(admin_url).await;
+    // A leftover of an earlier run under a reused process id would make CREATE fail.
+    drop_existing(&mut c, name).await;
     // Identifiers cannot be bound; the name is checked above. One statement per batch: each
     // ALTER DATABASE needs the database to exist, and CREATE DATABASE may not share a
     // transaction with anything.
@@ -59,20 +61,52 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) {
         format!("ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"),
         format!("ALTER DATABASE [{name}] SET ALLOW_SNAPSHOT_ISOLATION ON"),
     ] {
-        batch(&mut c, &sql)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create the test database {name}: {e}"));
+        // CREATE DATABASE copies `model` under an exclusive lock: tests creating their
+        // databases at once may find it taken (error 1807), and a server just started may
+        // still be recovering it. Both pass; retry them with a short backoff.
+        let mut tries = 0;
+        loop {
+            match batch(&mut c, &sql).await {
+                Ok(()) => break,
+                Err(e) if e.code() == Some(MODEL_LOCKED) && tries < 10 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
+                }
+                Err(e) => {
+                    drop_existing(&mut c, name).await;
+                    panic!("cannot create the test database {name}: {e}")
+                }
+            }
+        }
     }
     c.close().await.ok();
+}
+
+/// "Could not obtain exclusive lock on database 'model'".
+const MODEL_LOCKED: u32 = 1807;
+
+/// Drops `name` if it exists: its sessions are killed first (SINGLE_USER WITH ROLLBACK
+/// IMMEDIATE), and the drop runs in the same batch, so nothing can take the one slot between.
+async fn drop_existing(c: &mut Client, name: &str) -> bool {
+    let sql = format!(
+        "IF DB_ID(N'{name}') IS NOT NULL \
+         BEGIN ALTER DATABASE [{name}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; \
+         DROP DATABASE [{name}]; END"
+    );
+    batch(c, &sql).await.is_ok()
 }
 
 /// Drops database `name` on the server of `admin_url`, whoever is still connected to it.
 pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Option<()> {
     let mut c = outbox_store::mssql::connect(admin_url).await.ok()?;
-    let sql = format!(
-        "ALTER DATABASE [{name}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE [{name}]"
-    );
-    batch(&mut c, &sql).await.ok()?;
+    // A process of the test (a dispatcher's pool) may reconnect between the ALTER and the
+    // DROP and take the single slot: try a few times.
+    for attempt in 0..5u64 {
+        if drop_existing(&mut c, name).await {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200 * (attempt + 1))).await;
+    }
     c.close().await.ok()
 }
 
