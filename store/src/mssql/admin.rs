@@ -50,10 +50,7 @@ impl MsStore {
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
-        let r = self
-            .fetch_optional(Stmt::new(ADMIN_STATUS_SUMMARY))
-            .await?
-            .ok_or_else(|| error::column_err("due_now", "no row was returned"))?;
+        let r = self.fetch_one(Stmt::new(ADMIN_STATUS_SUMMARY)).await?;
         Ok(Status {
             counts,
             oldest_pending_ms: r.col("oldest_pending_ms")?,
@@ -133,9 +130,8 @@ impl MsStore {
     }
 
     pub(crate) async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
-        self.fetch_optional(Stmt::new(ADMIN_ATTEMPT_LAST_ID))
+        self.fetch_one(Stmt::new(ADMIN_ATTEMPT_LAST_ID))
             .await?
-            .ok_or_else(|| error::column_err("id", "no row was returned"))?
             .col("id")
     }
 

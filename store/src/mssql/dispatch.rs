@@ -93,8 +93,7 @@ impl MsStore {
     }
 
     pub(crate) async fn op_stats(&self) -> Result<OpStats, Error> {
-        let r = self.fetch_optional(Stmt::new(OP_STATS)).await?;
-        let r = r.ok_or_else(|| error::column_err("pending", "no row was returned"))?;
+        let r = self.fetch_one(Stmt::new(OP_STATS)).await?;
         Ok(OpStats {
             pending: r.col("pending")?,
             in_flight: r.col("in_flight")?,
@@ -103,13 +102,12 @@ impl MsStore {
     }
 
     pub(crate) async fn wakeup_set(&self, part: Partition, listening: bool) -> Result<(), Error> {
-        self.fetch_all(
+        self.execute(
             Stmt::new(WAKEUP_SET)
                 .bind(part.index() as i32)
                 .bind(listening),
         )
         .await
-        .map(drop)
     }
 
     pub(crate) async fn op_next_due(

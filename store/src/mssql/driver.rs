@@ -27,11 +27,10 @@ impl Driver for MsStore {
 
     async fn begin(&self) -> Result<Tx, Error> {
         let mut conn = self.conn().await?;
+        // Set first: a begin that fails or is cancelled leaves it set, so the pool discards
+        // the connection.
         conn.in_transaction = true;
-        if let Err(e) = conn.client.begin_transaction().await {
-            conn.note(&e);
-            return Err(map_err(e));
-        }
+        conn.client.begin_transaction().await.map_err(map_err)?;
         Ok(Tx { conn })
     }
 

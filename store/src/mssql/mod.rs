@@ -79,7 +79,7 @@ impl MsStore {
                     .acquire_timeout
                     .max(std::time::Duration::from_millis(1)),
             )
-            // Validity is judged by what the last use saw (Pooled::note, has_broken), not by a
+            // Validity is judged by what the last use saw (broken, in_transaction), not by a
             // round trip before every checkout.
             .test_on_check_out(false)
             .build_unchecked(Manager { url });
@@ -114,11 +114,21 @@ impl MsStore {
         Ok(self.fetch_all(stmt).await?.into_iter().next())
     }
 
+    /// The one row a statement run on a pooled connection always returns.
+    pub(crate) async fn fetch_one(&self, stmt: Stmt<'_>) -> Result<tiberius::Row, Error> {
+        self.fetch_optional(stmt)
+            .await?
+            .ok_or_else(|| error::column_err("(row)", "the statement returned no row"))
+    }
+
+    /// Runs a statement on a pooled connection for its effect only.
+    pub(crate) async fn execute(&self, stmt: Stmt<'_>) -> Result<(), Error> {
+        self.fetch_all(stmt).await.map(drop)
+    }
+
     /// The `affected` count of a statement run on a pooled connection.
     pub(crate) async fn affected(&self, stmt: Stmt<'_>) -> Result<u64, Error> {
-        let row = self.fetch_optional(stmt).await?;
-        let row = row.ok_or_else(|| error::column_err("affected", "no row was returned"))?;
-        stmt::affected(&row)
+        stmt::affected(&self.fetch_one(stmt).await?)
     }
 
     /// Enqueues on a pooled connection: one statement, or a transaction when older pending
@@ -186,7 +196,7 @@ impl MsStore {
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
-        self.fetch_all(
+        self.execute(
             Stmt::new(REJECTION_INSERT)
                 .bind(r.resource.as_str())
                 .bind(r.owner_id.as_uuid())
@@ -198,7 +208,6 @@ impl MsStore {
                 .bind(r.reason),
         )
         .await
-        .map(drop)
     }
 
     pub(crate) async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {

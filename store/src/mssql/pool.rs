@@ -67,16 +67,6 @@ pub(crate) struct Pooled {
     pub(crate) broken: bool,
 }
 
-impl Pooled {
-    /// Notes a failure of a statement run on this connection: anything but an error the
-    /// server reported (and survived) leaves the connection in an unknown state.
-    pub(crate) fn note(&mut self, e: &tiberius::error::Error) {
-        if breaks_connection(e) {
-            self.broken = true;
-        }
-    }
-}
-
 /// Whether an error leaves its connection unusable: I/O, TLS, protocol and decoding errors
 /// (the response may be half read), and server errors of severity 20 and above (fatal to the
 /// session).
