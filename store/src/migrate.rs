@@ -56,18 +56,21 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0001, "init"),
     migration!("postgres", 0002, "admin"),
     migration!("postgres", 0003, "hardening"),
+    migration!("postgres", 0004, "sql_api"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
     migration!("sqlite", 0001, "init"),
     migration!("sqlite", 0002, "admin"),
     migration!("sqlite", 0003, "hardening"),
+    migration!("sqlite", 0004, "sql_api"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
     migration!("mssql", 0001, "init"),
     migration!("mssql", 0002, "admin"),
     migration!("mssql", 0003, "hardening"),
+    migration!("mssql", 0004, "sql_api"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
