@@ -47,6 +47,22 @@ echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, 
 cargo build --locked -p outbox-bench -p outbox-dispatcher
 target/debug/outbox-bench all --quick
 
+# The SQL API examples (examples/python, examples/node) are real programs that
+# dispatcher/tests/sql_workers.rs runs: their dependencies, pinned, before cargo test.
+echo "== examples: psycopg into target/examples-venv, npm ci in examples/node"
+examples_venv=target/examples-venv
+if ! cmp -s examples/python/requirements.txt "$examples_venv/requirements.txt" \
+    || ! "$examples_venv/bin/python" -c 'import psycopg' >/dev/null 2>&1; then
+    rm -rf "$examples_venv"
+    python3 -m venv "$examples_venv"
+    "$examples_venv/bin/pip" install --quiet --disable-pip-version-check -r examples/python/requirements.txt
+    cp examples/python/requirements.txt "$examples_venv/requirements.txt"
+fi
+npm ci --prefix examples/node --no-audit --no-fund --loglevel=error
+export OUTBOX_EXAMPLES_PYTHON="$PWD/$examples_venv/bin/python"
+OUTBOX_EXAMPLES_NODE="$(command -v node)"
+export OUTBOX_EXAMPLES_NODE
+
 extra=()
 if [ -n "${OUTBOX_MSSQL_URL:-}" ]; then
     echo "== SQL Server tests included (OUTBOX_MSSQL_URL is set)"
