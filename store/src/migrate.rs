@@ -181,7 +181,7 @@ mod tests {
         assert!(pending.is_empty());
         assert_eq!(
             report.already_applied,
-            ["0001_init", "0002_admin", "0003_hardening"]
+            ["0001_init", "0002_admin", "0003_hardening", "0004_sql_api"]
         );
     }
 

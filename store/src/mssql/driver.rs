@@ -76,13 +76,17 @@ impl Driver for MsStore {
     }
 
     async fn migration_apply(c: &mut Client, m: &Migration) -> Result<(), Error> {
-        // A migration is a script of DDL statements, no parameters: sent as one batch.
-        c.simple_query(m.sql)
-            .await
-            .map_err(map_err)?
-            .into_results()
-            .await
-            .map_err(map_err)?;
+        // A migration is a script of DDL statements, no parameters, in batches separated by
+        // `GO` lines (CREATE SCHEMA and CREATE PROCEDURE must each open a batch), sent in order
+        // inside the migration transaction. The checksum stays over the whole file.
+        for batch in batches(m.sql) {
+            c.simple_query(batch)
+                .await
+                .map_err(map_err)?
+                .into_results()
+                .await
+                .map_err(map_err)?;
+        }
         Stmt::new(MIGRATION_RECORD)
             .bind(m.version)
             .bind(m.name)
@@ -199,6 +203,29 @@ impl Driver for MsStore {
     }
 }
 
+/// The batches of a T-SQL script, in order: the text between lines that hold only `GO`
+/// (ignoring case and surrounding white space), the separator `sqlcmd` and SSMS use; batches of
+/// white space alone are left out. Deliberately line-based: a `GO` line inside a multi-line
+/// string literal or `/* */` comment splits there too (as in `sqlcmd`), and `GO 5` (a repeat
+/// count) or `GO -- note` are not separators. The outbox's migrations use neither.
+fn batches(script: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(script);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            if line.trim().eq_ignore_ascii_case("GO") {
+                rest = Some(&text[offset + line.len()..]);
+                return Some(&text[..offset]);
+            }
+            offset += line.len();
+        }
+        rest = None;
+        Some(text)
+    })
+    .filter(|batch| !batch.trim().is_empty())
+}
+
 /// `op_insert_if_lease_held.sql` bound to `op` under `lease`.
 pub(crate) fn insert_stmt<'q>(lease: &'q Lease, op: &'q NewOp) -> Stmt<'q> {
     Stmt::new(OP_INSERT_IF_LEASE_HELD)
@@ -226,6 +253,42 @@ mod tests {
     use super::*;
     use crate::mssql::stmt::tests::params_used;
     use crate::op::Method;
+
+    #[test]
+    fn scripts_split_on_go_lines_only() {
+        let script = "-- header\r\nCREATE SCHEMA s;\r\nGO\r\n\
+                      CREATE PROCEDURE s.p AS SELECT 'GO' AS go;\n  go  \n\
+                      GOTO done;\nGO;\nSELECT 1 -- GO\ndone:\n\tGo\t\n\nGO\n   \n";
+        let got: Vec<&str> = batches(script).collect();
+        assert_eq!(
+            got,
+            [
+                "-- header\r\nCREATE SCHEMA s;\r\n",
+                "CREATE PROCEDURE s.p AS SELECT 'GO' AS go;\n",
+                "GOTO done;\nGO;\nSELECT 1 -- GO\ndone:\n",
+            ]
+        );
+        // A script without separators is one batch; one of nothing but separators is none.
+        assert_eq!(batches("SELECT 1;").collect::<Vec<_>>(), ["SELECT 1;"]);
+        assert_eq!(batches("GO\n\ngo").count(), 0);
+    }
+
+    #[test]
+    fn the_sql_api_migration_opens_a_batch_for_each_create() {
+        let api = crate::migrate::migrations(Backend::Mssql)
+            .iter()
+            .find(|m| m.name == "sql_api")
+            .expect("0004_sql_api");
+        // CREATE SCHEMA, CREATE PROCEDURE and CREATE FUNCTION must each be the first statement
+        // of a batch: one CREATE per batch, and no batch without one.
+        let mut count = 0;
+        for batch in batches(api.sql) {
+            let creates = batch.lines().filter(|l| l.starts_with("CREATE ")).count();
+            assert_eq!(creates, 1, "one CREATE per batch:\n{batch}");
+            count += 1;
+        }
+        assert!(count > 10, "{count} batches");
+    }
 
     #[test]
     fn the_enqueue_binds_every_parameter_its_statement_uses() {
