@@ -11,7 +11,7 @@ use outbox_store::{OrderKey, ResourceName};
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, store};
 
-const RESOURCES: usize = 64;
+pub(crate) const RESOURCES: usize = 64;
 const BATCH: usize = 100;
 
 const PLAIN_PG: &str = include_str!("../sql/postgres/op_insert_plain.sql");
@@ -22,7 +22,7 @@ const PLAIN_MSSQL: &str = include_str!("../sql/mssql/op_insert_plain.sql");
 const PLAIN_BATCH_MSSQL: &str = include_str!("../sql/mssql/op_insert_plain_batch.sql");
 
 /// One op of the workload: a statement POST, about 100 bytes of JSON.
-fn op(key: &str) -> Operation {
+pub(crate) fn op(key: &str) -> Operation {
     Operation::post("statements", "/v1/statements")
         .header("X-Request-Source", "bench")
         .json(&serde_json::json!({"account": 1842, "month": "2026-07", "closing_balance_cents": 125000, "key": key}))
@@ -43,7 +43,7 @@ async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
 }
 
 /// Runs `producers` tasks of `per_producer` fenced enqueues each; ops/s.
-async fn fenced(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f64> {
+pub(crate) async fn fenced(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f64> {
     let outbox = Outbox::from_store(store(db, producers).await?);
     let leases = Arc::new(leases(&outbox).await?);
     let started = Instant::now();
@@ -313,7 +313,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn row(
+pub(crate) fn row(
     scenario: &str,
     target: &Target,
     producers: Option<u32>,

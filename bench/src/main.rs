@@ -6,6 +6,7 @@
 
 mod dispatch;
 mod enqueue;
+mod enqueue_sql;
 mod report;
 mod target;
 
@@ -60,6 +61,8 @@ enum Scenario {
     Enqueue,
     /// enqueue_batch of 100 ops vs a plain 100-row INSERT.
     EnqueueBatch,
+    /// The SQL API's outbox.enqueue from 16 connections vs the Rust enqueue (PostgreSQL).
+    EnqueueSql,
     /// Drain a backlog with the real dispatcher to a local 204 server vs the claim+complete
     /// SQL loop and vs the server's own request rate.
     Dispatch,
@@ -112,6 +115,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         if all || matches!(args.scenario, Scenario::EnqueueBatch) {
             rows.extend(enqueue::enqueue_batch(target, runs, args.quick).await?);
+        }
+        if all || matches!(args.scenario, Scenario::EnqueueSql) {
+            rows.extend(enqueue_sql::enqueue_sql(target, runs, args.quick).await?);
         }
         if all || matches!(args.scenario, Scenario::Dispatch) {
             let backlog = args

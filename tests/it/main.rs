@@ -11,3 +11,4 @@ mod keeper;
 mod lease_model;
 mod migrations;
 mod regression;
+mod sql_api;
