@@ -24,12 +24,16 @@
 CREATE SCHEMA outbox;
 
 -- dblink ships with PostgreSQL (contrib). Creating it needs a privileged role; without it the
--- functions still work, and a rejection is then reported as a WARNING instead of kept.
+-- functions still work, and a rejection is then reported as a WARNING instead of kept. It goes
+-- in a schema of its own that callers cannot use: only outbox.keep_rejection (run with its
+-- owner's rights) opens connections, and the API schema holds the API alone.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'dblink') THEN
         BEGIN
-            CREATE EXTENSION dblink WITH SCHEMA outbox;
+            CREATE SCHEMA outbox_dblink;
+            REVOKE ALL ON SCHEMA outbox_dblink FROM PUBLIC;
+            CREATE EXTENSION dblink WITH SCHEMA outbox_dblink;
         EXCEPTION WHEN OTHERS THEN
             RAISE NOTICE 'fenced-outbox: dblink is not available (%): rejected SQL enqueues will be reported, not kept', SQLERRM;
         END;
