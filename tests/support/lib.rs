@@ -3,6 +3,7 @@
 //! test, a recording HTTP destination, polling waits, a seeded random source and signals for
 //! real processes. Used by `it/`, `chaos/` and by the binary tests of other crates.
 
+pub mod cases;
 pub mod db;
 mod mssql;
 pub mod pg;
@@ -11,6 +12,7 @@ pub mod receiver;
 pub mod rng;
 pub mod wait;
 
+pub use cases::{EnqueueCase, enqueue_cases};
 pub use db::{AttemptRow, Kind, OpRow, TestDb, lease};
 pub use process::signal;
 pub use receiver::{Received, Receiver, Reply};

@@ -4,63 +4,42 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sqlx::{Connection as _, PgConnection};
 use uuid::Uuid;
 
+use outbox_tests::{EnqueueCase, enqueue_cases};
+
 use super::{SqlLease, SqlOp, connect, enqueue, migrated, refusal, try_acquire};
 
-const TABLE: &str = include_str!("../../../cases/enqueue_validation.json");
-
-/// One case's inputs: the defaults with the case's `set` applied.
-fn inputs(defaults: &Map<String, Value>, set: &Map<String, Value>) -> Map<String, Value> {
-    let mut all = defaults.clone();
-    for (k, v) in set {
-        assert!(all.contains_key(k), "the table sets an unknown field {k}");
-        all.insert(k.clone(), v.clone());
-    }
-    all
-}
-
-fn text(v: &Map<String, Value>, k: &str) -> Option<String> {
-    v[k].as_str().map(str::to_owned)
-}
-
 /// The enqueue arguments of one case, made as producer/tests/validation_table.rs makes the
-/// builder's: the body repeated `body_repeat` times, set together with its content type.
-fn case_op(v: &Map<String, Value>) -> SqlOp {
-    let body = text(v, "body").map(|b| b.repeat(v["body_repeat"].as_u64().unwrap() as usize));
-    let (body, content_type) = match (body, text(v, "content_type")) {
-        (Some(body), Some(content_type)) => (Some(body.into_bytes()), Some(content_type)),
-        _ => (None, None),
+/// builder's: the body set together with its content type.
+fn case_op(case: &EnqueueCase) -> SqlOp {
+    let (body, content_type) = match case.body_and_content_type() {
+        Some((body, content_type)) => (Some(body), Some(content_type)),
+        None => (None, None),
     };
     SqlOp {
-        destination: text(v, "destination").unwrap_or_default(),
-        method: text(v, "method").unwrap_or_default(),
-        path: text(v, "path").unwrap_or_default(),
-        headers: v["headers"].clone(),
+        destination: case.text("destination").unwrap_or_default(),
+        method: case.text("method").unwrap_or_default(),
+        path: case.text("path").unwrap_or_default(),
+        headers: case.headers_json(),
         body,
         content_type,
-        idempotency_key: text(v, "idempotency_key"),
-        order_key: text(v, "order_key"),
-        unordered: v["unordered"].as_bool().unwrap(),
-        not_before_ms: v["not_before_ms"].as_u64().unwrap() as i64,
-        supersede_pending: v["supersede_pending"].as_bool().unwrap(),
-        expire_with_generation: v["expire_with_generation"].as_bool().unwrap(),
+        idempotency_key: case.text("idempotency_key"),
+        order_key: case.text("order_key"),
+        unordered: case.flag("unordered"),
+        not_before_ms: case.number("not_before_ms") as i64,
+        supersede_pending: case.flag("supersede_pending"),
+        expire_with_generation: case.flag("expire_with_generation"),
         traceparent: None,
     }
 }
 
-/// The input field whose text holds a NUL character, if one does.
-fn nul_field(v: &Map<String, Value>) -> Option<String> {
-    v.iter()
-        .find(|(_, value)| value.as_str().is_some_and(|s| s.contains('\0')))
-        .map(|(k, _)| k.clone())
-}
-
 /// What the server said of one case: `Ok(None)` accepted, `Ok(Some(field))` refused naming
-/// `field`, `Err` anything else.
-fn refused_field(e: &sqlx::Error, v: &Map<String, Value>) -> Result<Option<String>, String> {
+/// `field`, `Err` anything else. `nul_field` names the input holding a NUL character, if one
+/// does.
+fn refused_field(e: &sqlx::Error, nul_field: Option<&str>) -> Result<Option<String>, String> {
     let Some(r) = refusal(e) else {
         return Err(e.to_string());
     };
@@ -73,7 +52,7 @@ fn refused_field(e: &sqlx::Error, v: &Map<String, Value>) -> Result<Option<Strin
         // itself (invalid_byte_sequence) before any function runs, so the function never
         // sees that case. It counts as refused for the field holding the NUL, and for no
         // other reason.
-        "22021" if nul_field(v).is_some() => Ok(nul_field(v)),
+        "22021" if nul_field.is_some() => Ok(nul_field.map(str::to_owned)),
         _ => Err(format!("{} {}", r.code, r.message)),
     }
 }
@@ -85,21 +64,14 @@ fn refused_field(e: &sqlx::Error, v: &Map<String, Value>) -> Result<Option<Strin
 async fn g10_sql_enqueue_accepts_and_refuses_exactly_what_the_shared_table_says() {
     let db = migrated().await;
     let mut c = connect(&db).await;
-    let table: Value = serde_json::from_str(TABLE).expect("the table is JSON");
-    let defaults = table["defaults"].as_object().unwrap();
-    let cases = table["cases"].as_array().unwrap();
-    assert!(cases.len() >= 50, "the table lost cases: {}", cases.len());
+    let cases = enqueue_cases();
 
     // A lease on every resource of the table that try_acquire grants; a resource it refuses is
     // refused by the enqueue before the lease is looked at, so the default's lease serves.
-    let default_resource = defaults["resource"].as_str().unwrap();
+    let default_resource = cases[0].text("resource").unwrap_or_default();
     let mut leases: HashMap<String, SqlLease> = HashMap::new();
-    for case in cases {
-        let resource = text(
-            &inputs(defaults, case["set"].as_object().unwrap()),
-            "resource",
-        );
-        let resource = resource.unwrap_or_default();
+    for case in &cases {
+        let resource = case.text("resource").unwrap_or_default();
         if !leases.contains_key(&resource)
             && let Ok(Some(lease)) = try_acquire(&mut c, &resource, Some("5 minutes")).await
         {
@@ -109,17 +81,13 @@ async fn g10_sql_enqueue_accepts_and_refuses_exactly_what_the_shared_table_says(
     let before = db.snapshot().await;
 
     let mut wrong = Vec::new();
-    for case in cases {
-        let name = case["name"].as_str().unwrap();
-        let v = inputs(defaults, case["set"].as_object().unwrap());
-        let expected = match &case["expect"] {
-            Value::String(s) if s == "ok" => None,
-            other => Some(other["invalid"].as_str().unwrap().to_owned()),
-        };
-        let resource = text(&v, "resource").unwrap_or_default();
-        let lease = leases.get(&resource).unwrap_or(&leases[default_resource]);
+    for case in &cases {
+        let name = &case.name;
+        let expected = case.expect.clone();
+        let resource = case.text("resource").unwrap_or_default();
+        let lease = leases.get(&resource).unwrap_or(&leases[&default_resource]);
         let mut tx = c.begin().await.unwrap();
-        let got = match enqueue(&mut *tx, &resource, lease, &case_op(&v)).await {
+        let got = match enqueue(&mut *tx, &resource, lease, &case_op(case)).await {
             Ok(done) => {
                 let rows: i64 = sqlx::query_scalar(
                     "SELECT count(*) FROM outbox_ops WHERE op_id = $1 AND resource = $2",
@@ -134,7 +102,7 @@ async fn g10_sql_enqueue_accepts_and_refuses_exactly_what_the_shared_table_says(
                     _ => Err(format!("accepted with {rows} rows, {done:?}")),
                 }
             }
-            Err(e) => refused_field(&e, &v),
+            Err(e) => refused_field(&e, case.nul_field()),
         };
         tx.rollback().await.unwrap();
         if got != Ok(expected.clone()) {
@@ -454,7 +422,7 @@ async fn detailed_verdict(c: &mut PgConnection, i: &Inputs) -> Result<Option<Str
     };
     match checks.await {
         Ok(_) => Ok(None),
-        Err(e) => refused_field(&e, &Map::new()),
+        Err(e) => refused_field(&e, None),
     }
 }
 
@@ -467,20 +435,13 @@ async fn detailed_verdict(c: &mut PgConnection, i: &Inputs) -> Result<Option<Str
 async fn g10_sql_fast_validity_check_agrees_with_the_detailed_checks() {
     let db = migrated().await;
     let mut c = connect(&db).await;
-    let table: Value = serde_json::from_str(TABLE).unwrap();
-    let defaults = table["defaults"].as_object().unwrap();
-    let mut all: Vec<Inputs> = table["cases"]
-        .as_array()
-        .unwrap()
+    let mut all: Vec<Inputs> = enqueue_cases()
         .iter()
+        .filter(|case| case.nul_field().is_none())
         .map(|case| {
-            (
-                case["name"].as_str().unwrap(),
-                inputs(defaults, case["set"].as_object().unwrap()),
-            )
+            let resource = case.text("resource").unwrap_or_default();
+            Inputs::new(case.name.clone(), &resource, case_op(case))
         })
-        .filter(|(_, v)| nul_field(v).is_none())
-        .map(|(name, v)| Inputs::new(name, &text(&v, "resource").unwrap_or_default(), case_op(&v)))
         .collect();
     all.extend(edge_cases());
     let left_to_the_detailed_checks = [
