@@ -131,6 +131,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         });
         (listener, forward)
     });
+    let membership = tokio::spawn(crate::membership::run(shared.clone(), stop.clone()));
     let mut loops = Loops::default();
     for index in 0..config.dispatcher.partitions {
         let partition = Partition::new(index, config.dispatcher.partitions)
@@ -142,6 +143,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     if let Some((listener, forward)) = listener {
         listener.abort();
         forward.abort();
+    }
+    // The loops have stopped: leave the membership (the loops ended because `stop` was
+    // cancelled, which ends the heartbeat too).
+    stop.cancel();
+    if let Err(e) = membership.await {
+        tracing::error!(error = %e, "the membership task failed");
     }
     store.close().await;
     if let Some(e) = shared.take_fatal() {

@@ -71,7 +71,9 @@ pub(crate) async fn serve_partition(
                 }
                 tracing::info!(partition = partition.index(), token = %leadership.lease.token, "leading partition");
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(1.0);
+                let leading = shared.leading();
                 lead(&shared, leadership, &shutdown).await;
+                drop(leading);
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(0.0);
                 continue;
             }

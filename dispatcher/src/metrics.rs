@@ -46,6 +46,10 @@ pub const SUPERSEDED: &str = "outbox_superseded_total";
 pub const UNROUTED: &str = "outbox_unrouted_ops";
 /// 1 while this process leads the `partition`, 0 while standby.
 pub const LEADER: &str = "outbox_partition_leader";
+/// How many partitions this process leads.
+pub const PARTITIONS_LED: &str = "outbox_partitions_led";
+/// How many dispatcher processes are live in the membership table (this one included).
+pub const INSTANCES: &str = "outbox_dispatcher_instances";
 /// Ops purged by retention.
 pub const PURGED: &str = "outbox_purged_total";
 /// Database errors seen by the loop, by `operation`.

@@ -52,6 +52,21 @@ pub(crate) struct Shared {
     /// Why the dispatcher must stop serving, once a loop found out; `stop` is then cancelled.
     fatal: Mutex<Option<PartitionCountMismatch>>,
     stop: CancellationToken,
+    /// This process's id in the membership table, fresh at every start.
+    pub(crate) instance_id: uuid::Uuid,
+    /// How many partitions this process leads now.
+    led: std::sync::atomic::AtomicU32,
+}
+
+/// One partition this process leads, counted while it lives.
+#[derive(Debug)]
+pub(crate) struct Leading<'a>(&'a Shared);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        self.0.led.fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!(m::PARTITIONS_LED).set(f64::from(self.0.led()));
+    }
 }
 
 impl Shared {
@@ -92,6 +107,8 @@ impl Shared {
             fatal: Mutex::default(),
             stop,
             config,
+            instance_id: uuid::Uuid::new_v4(),
+            led: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -122,6 +139,19 @@ impl Shared {
 
     pub(crate) fn destination_names(&self) -> &[String] {
         &self.names
+    }
+
+    /// How many partitions this process leads now.
+    pub(crate) fn led(&self) -> u32 {
+        self.led.load(Ordering::Relaxed)
+    }
+
+    /// Counts a partition this process leads until the returned guard is dropped (also when
+    /// the loop unwinds from a panic, so the count never drifts).
+    pub(crate) fn leading(&self) -> Leading<'_> {
+        self.led.fetch_add(1, Ordering::Relaxed);
+        metrics::gauge!(m::PARTITIONS_LED).set(f64::from(self.led()));
+        Leading(self)
     }
 
     pub(crate) fn db_ok(&self) {

@@ -290,10 +290,68 @@ async fn g9_a_paused_leader_is_replaced_and_its_completion_is_discarded(db: Test
     leader.stop();
 }
 
+/// Membership: two dispatcher processes register and heartbeat (on the database clock) with
+/// how many partitions each leads, both see the other (`outbox_dispatcher_instances`), a
+/// SIGTERMed one leaves at once, and a SIGKILLed one stays as `gone` once its ttl has passed.
+async fn membership_dispatchers_register_lead_and_leave(db: TestDb) {
+    let store = db.store().await;
+    let receiver = Receiver::start().await;
+    let keys = "poll_interval = \"100ms\"\npartitions = 2\n";
+    let first = Dispatcher::launch(&db, &receiver, keys, &[], &[]);
+    let second = Dispatcher::launch(&db, &receiver, keys, &[], &[]);
+    wait_until(
+        Duration::from_secs(30),
+        "two live instances that lead both partitions between them",
+        || async {
+            let rows = store.instance_list().await.unwrap();
+            rows.len() == 2
+                && rows.iter().all(|r| r.live && r.partitions == 2)
+                && rows.iter().map(|r| r.led).sum::<u32>() == 2
+        },
+    )
+    .await;
+    wait_until(
+        Duration::from_secs(30),
+        "each sees two instances",
+        || async {
+            first.counter("outbox_dispatcher_instances").await == 2.0
+                && second.counter("outbox_dispatcher_instances").await == 2.0
+        },
+    )
+    .await;
+    let led_by_first = first.counter("outbox_partitions_led").await;
+    let led_by_second = second.counter("outbox_partitions_led").await;
+    assert_eq!(
+        led_by_first + led_by_second,
+        2.0,
+        "{led_by_first} + {led_by_second}"
+    );
+
+    first.stop();
+    let rows = store.instance_list().await.unwrap();
+    assert_eq!(
+        rows.len(),
+        1,
+        "a graceful shutdown leaves the membership: {rows:?}"
+    );
+    let survivor = rows[0].instance_id;
+    outbox_tests::signal(&second.child, "-KILL");
+    wait_until(
+        Duration::from_secs(30),
+        "the killed instance counts as gone",
+        || async {
+            let rows = store.instance_list().await.unwrap();
+            rows.len() == 1 && rows[0].instance_id == survivor && !rows[0].live
+        },
+    )
+    .await;
+}
+
 conformance!(
     g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
     g9_a_paused_leader_is_replaced_and_its_completion_is_discarded,
     g12_a_dispatcher_of_another_partition_count_refuses_to_serve,
+    membership_dispatchers_register_lead_and_leave,
 );
 
 /// PostgreSQL restarts under a running dispatcher: it reconnects, loses nothing, and LISTEN

@@ -16,6 +16,7 @@ mod driver;
 mod enqueue;
 pub mod error;
 mod json;
+pub mod membership;
 pub mod migrate;
 pub mod model;
 pub mod mssql;
@@ -234,6 +235,23 @@ impl Store {
     /// Every lease row, ordered by resource, with whether it is held now (database clock).
     pub async fn lease_list(&self) -> Result<Vec<LeaseRow>, Error> {
         on_backend!(self, b => b.lease_list().await)
+    }
+
+    /// Registers or heartbeats a dispatcher process on the database clock.
+    pub async fn instance_heartbeat(&self, beat: &membership::InstanceBeat) -> Result<(), Error> {
+        beat.check()?;
+        on_backend!(self, b => b.instance_heartbeat(beat).await)
+    }
+
+    /// Removes `instance_id`'s row (a graceful leave), and the rows of instances silent for
+    /// [`membership::FORGET_GONE_AFTER`] past their ttl; returns how many rows went.
+    pub async fn instance_leave(&self, instance_id: Option<uuid::Uuid>) -> Result<u64, Error> {
+        on_backend!(self, b => b.instance_leave(instance_id).await)
+    }
+
+    /// Every registered dispatcher process, live or gone, by the database clock.
+    pub async fn instance_list(&self) -> Result<Vec<membership::InstanceRow>, Error> {
+        on_backend!(self, b => b.instance_list().await)
     }
 
     /// Inserts `op` if, atomically with the insert, `lease` is held by its owner and token and

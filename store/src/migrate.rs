@@ -57,6 +57,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0002, "admin"),
     migration!("postgres", 0003, "hardening"),
     migration!("postgres", 0004, "sql_api"),
+    migration!("postgres", 0005, "membership"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -64,6 +65,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0002, "admin"),
     migration!("sqlite", 0003, "hardening"),
     migration!("sqlite", 0004, "sql_api"),
+    migration!("sqlite", 0005, "membership"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -71,6 +73,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0002, "admin"),
     migration!("mssql", 0003, "hardening"),
     migration!("mssql", 0004, "sql_api"),
+    migration!("mssql", 0005, "membership"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -181,7 +184,13 @@ mod tests {
         assert!(pending.is_empty());
         assert_eq!(
             report.already_applied,
-            ["0001_init", "0002_admin", "0003_hardening", "0004_sql_api"]
+            [
+                "0001_init",
+                "0002_admin",
+                "0003_hardening",
+                "0004_sql_api",
+                "0005_membership"
+            ]
         );
     }
 

@@ -9,6 +9,7 @@ mod architecture;
 mod guarantees;
 mod keeper;
 mod lease_model;
+mod membership;
 mod migrations;
 mod regression;
 mod sql_api;

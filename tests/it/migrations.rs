@@ -9,19 +9,31 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
     let first = store.migrate().await.unwrap();
     assert_eq!(
         first.applied,
-        ["0001_init", "0002_admin", "0003_hardening", "0004_sql_api"]
+        [
+            "0001_init",
+            "0002_admin",
+            "0003_hardening",
+            "0004_sql_api",
+            "0005_membership"
+        ]
     );
     assert!(first.already_applied.is_empty());
     let again = store.migrate().await.unwrap();
     assert!(again.applied.is_empty());
     assert_eq!(
         again.already_applied,
-        ["0001_init", "0002_admin", "0003_hardening", "0004_sql_api"]
+        [
+            "0001_init",
+            "0002_admin",
+            "0003_hardening",
+            "0004_sql_api",
+            "0005_membership"
+        ]
     );
     assert_eq!(
         db.execute("UPDATE outbox_schema_migrations SET name = name")
             .await,
-        4
+        5
     );
 }
 

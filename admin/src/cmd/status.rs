@@ -1,6 +1,7 @@
 //! `outboxctl status`: the outbox at a glance.
 
 use outbox_store::Store;
+use outbox_store::membership::InstanceRow;
 
 use crate::exit::CliError;
 use crate::render;
@@ -33,12 +34,44 @@ pub(crate) async fn run(store: &Store, json: bool) -> Result<(), CliError> {
     );
     if status.partitions.is_empty() {
         println!("dispatcher partitions: none has ever run");
-        return Ok(());
+    } else {
+        let mut table = render::table(&["PARTITION", "TOKEN", "STATE", "OWNER", "EXPIRES"]);
+        for p in &status.partitions {
+            table.add_row(render::lease_cells(p));
+        }
+        println!("{table}");
     }
-    let mut table = render::table(&["PARTITION", "TOKEN", "STATE", "OWNER", "EXPIRES"]);
-    for p in &status.partitions {
-        table.add_row(render::lease_cells(p));
+    print_instances(&status.instances);
+    Ok(())
+}
+
+/// The dispatcher processes: live ones and those whose heartbeat stopped (crashed, paused or
+/// cut off; a graceful shutdown removes its row).
+fn print_instances(instances: &[InstanceRow]) {
+    let live = instances.iter().filter(|i| i.live).count();
+    println!("dispatcher instances: {live} live");
+    if instances.is_empty() {
+        return;
+    }
+    let mut table = render::table(&[
+        "INSTANCE",
+        "HOST",
+        "PID",
+        "STARTED",
+        "HEARTBEAT",
+        "STATE",
+        "LED",
+    ]);
+    for i in instances {
+        table.add_row(vec![
+            i.instance_id.to_string(),
+            render::cell(&i.host),
+            i.pid.to_string(),
+            render::relative(i.started_at),
+            render::relative_ms(-i.heartbeat_age_ms),
+            if i.live { "live" } else { "gone" }.to_owned(),
+            format!("{}/{}", i.led, i.partitions),
+        ]);
     }
     println!("{table}");
-    Ok(())
 }

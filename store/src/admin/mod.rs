@@ -188,6 +188,8 @@ pub struct Status {
     pub rejections_last_hour: i64,
     /// Each dispatcher partition's lease.
     pub partitions: Vec<LeaseRow>,
+    /// Every registered dispatcher process, live or gone.
+    pub instances: Vec<crate::membership::InstanceRow>,
 }
 
 /// Who changes ops, why, and how carefully.

@@ -20,6 +20,7 @@ impl Store {
             .into_iter()
             .filter(|l| l.resource.as_str().starts_with(Partition::LEASE_PREFIX))
             .collect();
+        status.instances = self.instance_list().await?;
         Ok(status)
     }
 

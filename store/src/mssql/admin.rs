@@ -58,6 +58,7 @@ impl MsStore {
             dead_last_day: r.col("dead_last_day")?,
             rejections_last_hour: r.col("rejections_last_hour")?,
             partitions: Vec::new(),
+            instances: Vec::new(),
         })
     }
 

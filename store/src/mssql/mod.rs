@@ -13,6 +13,7 @@ mod dispatch;
 mod driver;
 mod error;
 mod lease;
+mod membership;
 mod pool;
 mod stmt;
 

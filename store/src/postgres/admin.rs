@@ -61,6 +61,7 @@ impl PgStore {
                 dead_last_day: r.try_get("dead_last_day")?,
                 rejections_last_hour: r.try_get("rejections_last_hour")?,
                 partitions: Vec::new(),
+                instances: Vec::new(),
             })
         })()
         .map_err(map_err)

@@ -8,6 +8,7 @@ mod admin;
 mod dispatch;
 mod driver;
 mod lease;
+mod membership;
 
 use std::collections::HashMap;
 

@@ -62,6 +62,7 @@ impl SqliteStore {
                 dead_last_day: r.try_get("dead_last_day")?,
                 rejections_last_hour: r.try_get("rejections_last_hour")?,
                 partitions: Vec::new(),
+                instances: Vec::new(),
             })
         })()
         .map_err(map_err)

@@ -10,6 +10,7 @@ mod admin;
 mod dispatch;
 mod driver;
 mod lease;
+mod membership;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,

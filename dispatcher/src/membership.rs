@@ -1,0 +1,88 @@
+//! This process's row in the membership table: registered at start, heartbeat every third of
+//! the lease TTL on the database clock (with how many partitions it leads), removed when it
+//! shuts down gracefully. A crashed or paused process's row stops moving and counts as gone
+//! once its TTL has passed; rows silent for a day are deleted by the others' heartbeats.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use outbox_store::membership::{HOST_MAX_CHARS, InstanceBeat};
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics as m;
+use crate::routes::Shared;
+
+/// Heartbeats until `stop`, then leaves (waiting at most two seconds for the database).
+pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+    let ttl = shared.config.dispatcher.lease_ttl;
+    let host = host_name();
+    tracing::info!(instance_id = %shared.instance_id, %host, "registering this dispatcher");
+    loop {
+        let beat = InstanceBeat {
+            instance_id: shared.instance_id,
+            host: host.clone(),
+            pid: std::process::id(),
+            ttl,
+            partitions: shared.config.dispatcher.partitions,
+            led: shared.led(),
+        };
+        match shared.store.instance_heartbeat(&beat).await {
+            Ok(()) => {
+                shared.db_ok();
+                if let Err(e) = shared.store.instance_leave(None).await {
+                    tracing::debug!(error = %e, "could not forget long-gone dispatchers");
+                }
+                match shared.store.instance_list().await {
+                    Ok(rows) => {
+                        let live = rows.iter().filter(|r| r.live).count();
+                        metrics::gauge!(m::INSTANCES).set(live as f64);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not list the dispatchers"),
+                }
+            }
+            Err(e) => shared.db_failed("heartbeat", &e),
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(ttl / 3) => {}
+        }
+    }
+    let leave = shared.store.instance_leave(Some(shared.instance_id));
+    match tokio::time::timeout(Duration::from_secs(2), leave).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not leave the membership; the row expires"),
+        Err(_) => tracing::warn!("leaving the membership timed out; the row expires"),
+    }
+}
+
+/// The machine's name (Linux: the kernel's; elsewhere `HOSTNAME`), without control
+/// characters and cut to what the table holds; `unknown` when there is none.
+fn host_name() -> String {
+    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let clean: String = raw
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(HOST_MAX_CHARS)
+        .collect();
+    if clean.is_empty() {
+        "unknown".to_owned()
+    } else {
+        clean
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_name_is_never_empty_and_fits_the_table() {
+        let host = host_name();
+        assert!(!host.is_empty() && host.chars().count() <= HOST_MAX_CHARS);
+        assert!(!host.chars().any(char::is_control));
+    }
+}

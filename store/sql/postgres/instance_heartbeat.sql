@@ -1,0 +1,10 @@
+-- A dispatcher process says it is alive, on the database clock: registers on first call, then
+-- moves its heartbeat and reports how many partitions it leads.
+-- Parameters: $1 instance id, $2 host, $3 pid, $4 ttl in milliseconds, $5 partitions, $6 led.
+INSERT INTO outbox_dispatchers (instance_id, host, pid, ttl_ms, partitions, led)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (instance_id) DO UPDATE
+    SET heartbeat_at = clock_timestamp(),
+        ttl_ms = EXCLUDED.ttl_ms,
+        partitions = EXCLUDED.partitions,
+        led = EXCLUDED.led

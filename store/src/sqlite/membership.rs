@@ -1,0 +1,58 @@
+//! Dispatcher membership on SQLite: heartbeat, leave, list, on the database clock.
+
+use super::*;
+use crate::membership::{FORGET_GONE_AFTER, InstanceBeat, InstanceRow};
+
+const INSTANCE_HEARTBEAT: &str = include_str!("../../sql/sqlite/instance_heartbeat.sql");
+const INSTANCE_LEAVE: &str = include_str!("../../sql/sqlite/instance_leave.sql");
+const INSTANCE_LIST: &str = include_str!("../../sql/sqlite/instance_list.sql");
+
+impl SqliteStore {
+    pub(crate) async fn instance_heartbeat(&self, beat: &InstanceBeat) -> Result<(), Error> {
+        sqlx::query(INSTANCE_HEARTBEAT)
+            .bind(beat.instance_id.hyphenated().to_string())
+            .bind(&beat.host)
+            .bind(i64::from(beat.pid))
+            .bind(beat.ttl_ms())
+            .bind(beat.partitions)
+            .bind(beat.led)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(())
+    }
+
+    pub(crate) async fn instance_leave(&self, instance_id: Option<Uuid>) -> Result<u64, Error> {
+        let done = sqlx::query(INSTANCE_LEAVE)
+            .bind(instance_id.map(|id| id.hyphenated().to_string()))
+            .bind(FORGET_GONE_AFTER.as_millis() as i64)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
+    }
+
+    pub(crate) async fn instance_list(&self) -> Result<Vec<InstanceRow>, Error> {
+        let rows = sqlx::query(INSTANCE_LIST)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let id: String = r.col("instance_id")?;
+                Ok(InstanceRow {
+                    instance_id: id.parse().map_err(|e| {
+                        InvalidInput::new("instance_id", format!("is not a UUID: {e}"))
+                    })?,
+                    host: r.col("host")?,
+                    pid: r.col("pid")?,
+                    started_at: r.col("started_at")?,
+                    partitions: r.col("partitions")?,
+                    led: r.col("led")?,
+                    live: r.col("live")?,
+                    heartbeat_age_ms: r.col("heartbeat_age_ms")?,
+                })
+            })
+            .collect()
+    }
+}
