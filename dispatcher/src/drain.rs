@@ -47,7 +47,18 @@ pub(crate) async fn serve_partition(
 ) {
     let ttl = shared.config.dispatcher.lease_ttl;
     let label = partition.index().to_string();
+    let mut share = shared.watch_share();
     while !shutdown.is_cancelled() {
+        // Only partitions of this process's fair share are tried for; another live instance
+        // takes the others (docs/scaling.md). The share changes when instances come and go.
+        if !in_share(&share.borrow_and_update(), partition) {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = share.changed() => {}
+                () = tokio::time::sleep(ttl / 3) => {}
+            }
+            continue;
+        }
         match Leadership::acquire(&shared.store, partition, ttl).await {
             Ok(Some(leadership)) => {
                 shared.db_ok();
@@ -132,6 +143,24 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
     let attempts = TaskTracker::new();
     let recorder = record::spawn(&attempts, shared.clone(), lease.clone(), leadership.trust());
     let stop = leadership.lost().child_token();
+    // When the partition leaves this process's share (an instance joined), stop claiming and
+    // hand it over gracefully.
+    let handover = CancellationToken::new();
+    let hand_over_when_asked = {
+        let (mut share, stop, handover) = (shared.watch_share(), stop.clone(), handover.clone());
+        tokio::spawn(async move {
+            loop {
+                if !in_share(&share.borrow_and_update(), partition) {
+                    handover.cancel();
+                    stop.cancel();
+                    return;
+                }
+                if share.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
     let stop_on_shutdown = {
         let (stop, shutdown) = (stop.clone(), shutdown.clone());
         tokio::spawn(async move {
@@ -151,13 +180,24 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
     .await;
     drop(recorder);
     stop_on_shutdown.abort();
+    hand_over_when_asked.abort();
     attempts.close();
-    if shutdown.is_cancelled() {
-        let grace = shared.config.dispatcher.shutdown_grace;
+    if shutdown.is_cancelled() || (handover.is_cancelled() && !leadership.lost().is_cancelled()) {
+        // Shutdown: up to the grace period. Handover: every attempt ends within its timeout,
+        // which fits the lease's trusted window, so the next leader finds nothing in flight.
+        let grace = if shutdown.is_cancelled() {
+            shared.config.dispatcher.shutdown_grace
+        } else {
+            tracing::info!(
+                partition = partition.index(),
+                "handing the partition over to the instance whose share it is now"
+            );
+            crate::partition::longest_attempt(shared.config.dispatcher.lease_ttl)
+        };
         if tokio::time::timeout(grace, attempts.wait()).await.is_err() {
             tracing::warn!(
                 partition = partition.index(),
-                "shutdown grace ran out with attempts in flight; the next leader re-queues them"
+                "attempts still in flight when the partition was released; the next leader re-queues them"
             );
         }
         // Nobody will listen until the next leader asks: spare producers the notifications.
@@ -170,6 +210,13 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
         );
         leadership.abandon().await;
     }
+}
+
+/// Whether `partition` is in this process's share; every partition while the share is unknown.
+fn in_share(share: &Option<std::sync::Arc<Vec<bool>>>, partition: Partition) -> bool {
+    share
+        .as_ref()
+        .is_none_or(|s| s.get(partition.index() as usize).copied().unwrap_or(true))
 }
 
 /// Claims and starts attempts until `stop`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use outbox_store::membership::{HOST_MAX_CHARS, InstanceBeat};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::metrics as m;
 use crate::routes::Shared;
@@ -36,6 +37,13 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                     Ok(rows) => {
                         let live = rows.iter().filter(|r| r.live).count();
                         metrics::gauge!(m::INSTANCES).set(live as f64);
+                        let partitions = shared.config.dispatcher.partitions;
+                        let peers: Vec<Uuid> = rows
+                            .iter()
+                            .filter(|r| r.live && r.partitions == partitions)
+                            .map(|r| r.instance_id)
+                            .collect();
+                        shared.set_share(fair_share(shared.instance_id, &peers, partitions));
                     }
                     Err(e) => tracing::warn!(error = %e, "could not list the dispatchers"),
                 }
@@ -53,6 +61,20 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         Ok(Err(e)) => tracing::warn!(error = %e, "could not leave the membership; the row expires"),
         Err(_) => tracing::warn!("leaving the membership timed out; the row expires"),
     }
+}
+
+/// Which of `partitions` partitions `me` should lead among the live `peers` (with or
+/// without `me`): with the instances sorted by id, instance `i` of `n` takes the partitions
+/// `p` with `p % n == i`, so each takes at most ⌈P/N⌉ and every instance that read the same
+/// membership computes the same split.
+pub(crate) fn fair_share(me: Uuid, peers: &[Uuid], partitions: u32) -> Vec<bool> {
+    let mut all: Vec<Uuid> = peers.to_vec();
+    all.push(me);
+    all.sort_unstable();
+    all.dedup();
+    let n = all.len();
+    let i = all.iter().position(|id| *id == me).unwrap_or(0);
+    (0..partitions as usize).map(|p| p % n == i).collect()
 }
 
 /// The machine's name (Linux: the kernel's; elsewhere `HOSTNAME`), without control
@@ -78,6 +100,28 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fair_share_splits_the_partitions_evenly_and_the_same_way_everywhere() {
+        let ids: Vec<Uuid> = (1..=3u128).map(Uuid::from_u128).collect();
+        let shares: Vec<Vec<bool>> = ids.iter().map(|me| fair_share(*me, &ids, 8)).collect();
+        let counts: Vec<usize> = shares
+            .iter()
+            .map(|s| s.iter().filter(|x| **x).count())
+            .collect();
+        assert_eq!(counts, [3, 3, 2]);
+        for p in 0..8 {
+            assert_eq!(
+                shares.iter().filter(|s| s[p]).count(),
+                1,
+                "partition {p} has one owner"
+            );
+        }
+        // Alone (or before the others are seen), an instance takes every partition.
+        assert!(fair_share(ids[1], &[], 8).iter().all(|x| *x));
+        // Its own row missing from what it read changes nothing for it.
+        assert_eq!(fair_share(ids[2], &ids[..2], 8), shares[2]);
+    }
 
     #[test]
     fn the_host_name_is_never_empty_and_fits_the_table() {

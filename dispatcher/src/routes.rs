@@ -56,6 +56,10 @@ pub(crate) struct Shared {
     pub(crate) instance_id: uuid::Uuid,
     /// How many partitions this process leads now.
     led: std::sync::atomic::AtomicU32,
+    /// This process's fair share of the partitions (`share[p]`), from the membership; `None`
+    /// until the membership was first read: then every partition is tried, as before there was
+    /// one. Leases decide who leads either way (G9); the share only says what to try for.
+    share: tokio::sync::watch::Sender<Option<Arc<Vec<bool>>>>,
 }
 
 /// One partition this process leads, counted while it lives.
@@ -109,6 +113,7 @@ impl Shared {
             config,
             instance_id: uuid::Uuid::new_v4(),
             led: std::sync::atomic::AtomicU32::new(0),
+            share: tokio::sync::watch::Sender::new(None),
         })
     }
 
@@ -144,6 +149,22 @@ impl Shared {
     /// How many partitions this process leads now.
     pub(crate) fn led(&self) -> u32 {
         self.led.load(Ordering::Relaxed)
+    }
+
+    /// Sets this process's share of the partitions; wakes the loops only when it changed.
+    pub(crate) fn set_share(&self, share: Vec<bool>) {
+        self.share.send_if_modified(|current| {
+            if current.as_deref() == Some(&share) {
+                return false;
+            }
+            *current = Some(Arc::new(share));
+            true
+        });
+    }
+
+    /// The share, to wait for changes of.
+    pub(crate) fn watch_share(&self) -> tokio::sync::watch::Receiver<Option<Arc<Vec<bool>>>> {
+        self.share.subscribe()
     }
 
     /// Counts a partition this process leads until the returned guard is dropped (also when

@@ -347,11 +347,75 @@ async fn membership_dispatchers_register_lead_and_leave(db: TestDb) {
     .await;
 }
 
+/// Scale-out: three dispatcher processes join one by one while ops stream in on 8 partitions;
+/// the leaders settle to a 3/3/2 split (each instance leads its fair share), the partitions a
+/// newcomer takes are handed over gracefully, and no op is sent twice.
+async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db: TestDb) {
+    let outbox = db.outbox().await;
+    let store = outbox.store().clone();
+    let receiver =
+        Receiver::start_with(|_| Reply::status(200).after(Duration::from_millis(20))).await;
+    let keys = "poll_interval = \"100ms\"\npartitions = 8\n";
+    let split = |store: outbox_store::Store| async move {
+        let mut led: Vec<u32> = store
+            .instance_list()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.live)
+            .map(|r| r.led)
+            .collect();
+        led.sort_unstable();
+        led
+    };
+    let total = 240;
+    let producer = {
+        let outbox = outbox.clone();
+        tokio::spawn(async move {
+            for i in 0..total {
+                let key = format!("scale-{i}");
+                enqueue(&outbox, &format!("account-{i}"), &[key.as_str()]).await;
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        })
+    };
+    let mut running = Vec::new();
+    for expected in [vec![8], vec![4, 4], vec![2, 3, 3]] {
+        running.push(Dispatcher::launch(&db, &receiver, keys, &[], &[]));
+        let what = format!("the leaders settle to {expected:?}");
+        wait_until(Duration::from_secs(60), &what, || {
+            let (store, expected) = (store.clone(), expected.clone());
+            async move { split(store).await == expected }
+        })
+        .await;
+    }
+    producer.await.unwrap();
+    all_delivered(&db, total).await;
+    let mut sent: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.header("idempotency-key").to_owned())
+        .collect();
+    sent.sort();
+    let before = sent.len();
+    sent.dedup();
+    assert_eq!(
+        before,
+        sent.len(),
+        "an op was sent twice during the handovers"
+    );
+    assert_eq!(sent.len(), total);
+    for d in running {
+        d.stop();
+    }
+}
+
 conformance!(
     g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
     g9_a_paused_leader_is_replaced_and_its_completion_is_discarded,
     g12_a_dispatcher_of_another_partition_count_refuses_to_serve,
     membership_dispatchers_register_lead_and_leave,
+    scale_out_three_dispatchers_settle_to_a_fair_split_without_resending,
 );
 
 /// PostgreSQL restarts under a running dispatcher: it reconnects, loses nothing, and LISTEN
