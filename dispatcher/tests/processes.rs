@@ -172,11 +172,7 @@ async fn g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again(db: TestDb)
     let second = Dispatcher::start(&db, &receiver, "100ms");
     all_delivered(&db, 1).await;
     second.stop();
-    let keys: Vec<String> = receiver
-        .received()
-        .iter()
-        .map(|r| r.header("idempotency-key").to_owned())
-        .collect();
+    let keys = receiver.idempotency_keys();
     assert_eq!(keys, ["st-1", "st-1"], "sent twice, with the same key");
     let outcomes: Vec<(i32, Option<String>)> = db
         .attempts()
@@ -391,11 +387,7 @@ async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db
     }
     producer.await.unwrap();
     all_delivered(&db, total).await;
-    let mut sent: Vec<String> = receiver
-        .received()
-        .iter()
-        .map(|r| r.header("idempotency-key").to_owned())
-        .collect();
+    let mut sent = receiver.idempotency_keys();
     sent.sort();
     let before = sent.len();
     sent.dedup();
@@ -729,11 +721,7 @@ async fn g12_a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb
     }
     all_delivered(&db, keys.len()).await;
     running.stop();
-    let mut sent: Vec<String> = receiver
-        .received()
-        .iter()
-        .map(|r| r.header("idempotency-key").to_owned())
-        .collect();
+    let mut sent = receiver.idempotency_keys();
     sent.sort();
     let mut expected: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
     expected.sort();

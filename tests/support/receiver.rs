@@ -165,6 +165,14 @@ impl Receiver {
     pub fn received(&self) -> Vec<Received> {
         self.inner.lock().unwrap().received.clone()
     }
+
+    /// The `Idempotency-Key` of every request received so far, in arrival order.
+    pub fn idempotency_keys(&self) -> Vec<String> {
+        self.received()
+            .iter()
+            .map(|r| r.header("idempotency-key").to_owned())
+            .collect()
+    }
 }
 
 impl Drop for Receiver {
