@@ -82,7 +82,7 @@ pub(crate) async fn serve_partition(
                 }
                 tracing::info!(partition = partition.index(), token = %leadership.lease.token, "leading partition");
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(1.0);
-                let leading = shared.leading();
+                let leading = shared.leading(partition);
                 lead(&shared, leadership, &shutdown).await;
                 drop(leading);
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(0.0);
@@ -194,7 +194,15 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
             );
             crate::partition::longest_attempt(shared.config.dispatcher.lease_ttl)
         };
-        if tokio::time::timeout(grace, attempts.wait()).await.is_err() {
+        // This partition's part of the destinations' limits goes first, and the attempts
+        // still running here must fit what is left before the lease is released: the next
+        // leader's part never adds to them (limits.rs).
+        shared.stop_leading(partition);
+        let settled = async {
+            attempts.wait().await;
+            shared.fit_limits().await;
+        };
+        if tokio::time::timeout(grace, settled).await.is_err() {
             tracing::warn!(
                 partition = partition.index(),
                 "attempts still in flight when the partition was released; the next leader re-queues them"

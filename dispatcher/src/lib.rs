@@ -22,6 +22,8 @@ mod housekeeping;
 #[cfg(feature = "daemon")]
 pub mod http;
 #[cfg(feature = "daemon")]
+mod limits;
+#[cfg(feature = "daemon")]
 mod membership;
 #[cfg(feature = "daemon")]
 pub mod metrics;

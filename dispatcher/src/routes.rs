@@ -1,13 +1,14 @@
 //! What every partition loop shares: the store, the config, and one route per destination
-//! (its sender and its limits: in-flight slots, rate limit, throttling), with the global slot
-//! count, the loops' wake-ups, readiness, and why the loops were stopped.
+//! (its sender and its limits: in-flight slots, rate limit, throttling), with this process's
+//! slot count, the partitions it leads (which size its part of every destination's limits,
+//! `limits`), the loops' wake-ups, readiness, and why the loops were stopped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::DefaultDirectRateLimiter;
 use outbox_store::{Partition, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -16,14 +17,17 @@ use tokio_util::sync::CancellationToken;
 use crate::PartitionCountMismatch;
 use crate::config::Config;
 use crate::deliver::Sender;
+use crate::limits::{self, Slot, Slots};
 use crate::metrics as m;
 
-/// One destination's sender and limits.
+/// One destination's sender and this process's part of its limits.
 #[derive(Debug)]
 pub(crate) struct Route {
     sender: Sender,
-    slots: Arc<Semaphore>,
-    limiter: Option<(DefaultDirectRateLimiter, Duration)>,
+    slots: Arc<Slots>,
+    /// The rate limiter of this process's part of the rate, and the gap between two requests
+    /// at that rate; `None` when unlimited or while no partition is led.
+    limiter: Mutex<Option<(DefaultDirectRateLimiter, Duration)>>,
 }
 
 impl Route {
@@ -32,8 +36,8 @@ impl Route {
     }
 }
 
-/// The slots one attempt holds: one of all destinations', one of its own destination's.
-pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// The slots one attempt holds: one of this process's, one of its destination's.
+pub(crate) type Permits = (OwnedSemaphorePermit, Slot);
 
 /// What every partition loop shares.
 #[derive(Debug)]
@@ -54,8 +58,9 @@ pub(crate) struct Shared {
     stop: CancellationToken,
     /// This process's id in the membership table, fresh at every start.
     pub(crate) instance_id: uuid::Uuid,
-    /// How many partitions this process leads now.
-    led: std::sync::atomic::AtomicU32,
+    /// The partitions this process leads now (indexes, sorted); they size its part of every
+    /// destination's limits.
+    led: Mutex<Vec<u32>>,
     /// This process's fair share of the partitions (`share[p]`), from the membership; `None`
     /// until the membership was first read: then every partition is tried, as before there was
     /// one. Leases decide who leads either way (G9); the share only says what to try for.
@@ -64,12 +69,11 @@ pub(crate) struct Shared {
 
 /// One partition this process leads, counted while it lives.
 #[derive(Debug)]
-pub(crate) struct Leading<'a>(&'a Shared);
+pub(crate) struct Leading<'a>(&'a Shared, Partition);
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        self.0.led.fetch_sub(1, Ordering::Relaxed);
-        metrics::gauge!(m::PARTITIONS_LED).set(f64::from(self.0.led()));
+        self.0.stop_leading(self.1);
     }
 }
 
@@ -82,17 +86,13 @@ impl Shared {
     ) -> Result<Shared, reqwest::Error> {
         let mut routes = HashMap::new();
         for (name, d) in &config.destinations {
-            // The config allows at most one request per microsecond, so the period is never 0.
-            let limiter = d.rate_limit.and_then(|(n, per)| {
-                let gap = per / n.get();
-                Quota::with_period(gap).map(|q| (RateLimiter::direct(q.allow_burst(n)), gap))
-            });
+            // No partition is led yet: no slot and no budget until one is (`start_leading`).
             routes.insert(
                 name.clone(),
                 Route {
                     sender: Sender::new(d, config.dispatcher.max_body_bytes)?,
-                    slots: Arc::new(Semaphore::new(d.max_in_flight)),
-                    limiter,
+                    slots: Arc::default(),
+                    limiter: Mutex::default(),
                 },
             );
         }
@@ -112,7 +112,7 @@ impl Shared {
             stop,
             config,
             instance_id: uuid::Uuid::new_v4(),
-            led: std::sync::atomic::AtomicU32::new(0),
+            led: Mutex::default(),
             share: tokio::sync::watch::Sender::new(None),
         })
     }
@@ -148,7 +148,7 @@ impl Shared {
 
     /// How many partitions this process leads now.
     pub(crate) fn led(&self) -> u32 {
-        self.led.load(Ordering::Relaxed)
+        self.led.lock().map_or(0, |led| led.len() as u32)
     }
 
     /// Sets this process's share of the partitions; wakes the loops only when it changed.
@@ -167,12 +167,52 @@ impl Shared {
         self.share.subscribe()
     }
 
-    /// Counts a partition this process leads until the returned guard is dropped (also when
-    /// the loop unwinds from a panic, so the count never drifts).
-    pub(crate) fn leading(&self) -> Leading<'_> {
-        self.led.fetch_add(1, Ordering::Relaxed);
-        metrics::gauge!(m::PARTITIONS_LED).set(f64::from(self.led()));
-        Leading(self)
+    /// Counts a partition this process leads, and adds its part to every destination's
+    /// limits, until the returned guard is dropped (also when the loop unwinds from a panic, so
+    /// the count never drifts) or [`Shared::stop_leading`].
+    pub(crate) fn leading(&self, partition: Partition) -> Leading<'_> {
+        self.change_led(|led| {
+            if let Err(at) = led.binary_search(&partition.index()) {
+                led.insert(at, partition.index());
+            }
+        });
+        Leading(self, partition)
+    }
+
+    /// Takes `partition`'s part out of every destination's limits (again: it is idempotent).
+    /// A graceful hand-over calls it before waiting for [`Shared::fit_limits`] and releasing
+    /// the lease, so the next leader's part never adds to attempts still running here.
+    pub(crate) fn stop_leading(&self, partition: Partition) {
+        self.change_led(|led| led.retain(|p| *p != partition.index()));
+    }
+
+    fn change_led(&self, change: impl FnOnce(&mut Vec<u32>)) {
+        let Ok(mut led) = self.led.lock() else {
+            return;
+        };
+        let before = led.len();
+        change(&mut led);
+        if led.len() == before {
+            return;
+        }
+        let partitions = self.config.dispatcher.partitions;
+        for (name, route) in &self.routes {
+            let d = &self.config.destinations[name];
+            route
+                .slots
+                .set_limit(limits::in_flight_part(d.max_in_flight, partitions, &led));
+            if let (Some((n, per)), Ok(mut limiter)) = (d.rate_limit, route.limiter.lock()) {
+                *limiter = limits::rate_part(n, per, partitions, led.len());
+            }
+        }
+        metrics::gauge!(m::PARTITIONS_LED).set(led.len() as f64);
+    }
+
+    /// Returns once every destination's attempts in this process fit its part of the limits.
+    pub(crate) async fn fit_limits(&self) {
+        for route in self.routes.values() {
+            route.slots.fit().await;
+        }
     }
 
     pub(crate) fn db_ok(&self) {
@@ -214,7 +254,7 @@ impl Shared {
         throttled.retain(|_, until| *until > now);
         self.routes
             .iter()
-            .filter(|(name, r)| r.slots.available_permits() > 0 && !throttled.contains_key(*name))
+            .filter(|(name, r)| r.slots.available() > 0 && !throttled.contains_key(*name))
             .map(|(name, _)| name.clone())
             .collect()
     }
@@ -226,14 +266,17 @@ impl Shared {
         let route = self.routes.get(destination)?;
         let permits = (
             self.global.clone().try_acquire_owned(),
-            route.slots.clone().try_acquire_owned(),
+            route.slots.try_take(),
         );
-        let budget = match &route.limiter {
-            Some((limiter, gap)) => limiter.check().map_err(|_| *gap),
-            None => Ok(()),
+        let limited = self.config.destinations[destination].rate_limit.is_some();
+        let budget = match (limited, route.limiter.lock().ok()?.as_ref()) {
+            (false, _) => Ok(()),
+            (true, Some((limiter, gap))) => limiter.check().map_err(|_| *gap),
+            // Rate-limited but no partition led: nothing may be sent.
+            (true, None) => Err(Duration::from_millis(100)),
         };
         match (permits, budget) {
-            ((Ok(global), Ok(slot)), Ok(())) => Some((global, slot)),
+            ((Ok(global), Some(slot)), Ok(())) => Some((global, slot)),
             (_, budget) => {
                 if let Err(gap) = budget {
                     self.throttled
@@ -270,6 +313,20 @@ mod tests {
             .unwrap();
         let shared = Shared::new(store, config, Arc::default(), CancellationToken::new()).unwrap();
         assert_eq!(shared.global.available_permits(), 65536);
-        assert!(shared.routes["b"].limiter.is_some() && shared.routes["c"].limiter.is_some());
+        let count = shared.config.dispatcher.partitions;
+        let all: Vec<Leading<'_>> = (0..count)
+            .map(|i| shared.leading(Partition::new(i, count).unwrap()))
+            .collect();
+        assert_eq!(shared.routes["b"].slots.available(), 65536);
+        for name in ["b", "c"] {
+            assert!(shared.routes[name].limiter.lock().unwrap().is_some());
+            assert!(shared.admit(name).is_some(), "{name}");
+        }
+        drop(all);
+        assert_eq!(shared.led(), 0);
+        assert!(
+            shared.admit("b").is_none(),
+            "no partition led, nothing admitted"
+        );
     }
 }

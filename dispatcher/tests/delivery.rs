@@ -502,6 +502,128 @@ async fn a_rate_limit_spreads_deliveries(db: TestDb) {
     );
 }
 
+/// Three dispatchers sharing 4 partitions (2/1/1) until each leads its fair share.
+async fn three_settled_dispatchers(db: &TestDb, dest: &str) -> Vec<common::Running> {
+    let running: Vec<common::Running> = (0..3)
+        .map(|_| dispatch_with(db, dest, "partitions = 4\n"))
+        .collect();
+    let store = db.outbox().await.store().clone();
+    wait_until(
+        Duration::from_secs(60),
+        "three dispatchers lead 2/1/1 partitions",
+        || async {
+            let mut led: Vec<u32> = store
+                .instance_list()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| r.live)
+                .map(|r| r.led)
+                .collect();
+            led.sort_unstable();
+            led == [1, 1, 2]
+        },
+    )
+    .await;
+    running
+}
+
+/// The most requests the destination was answering at once (each held for its delay).
+fn peak_concurrency(got: &[outbox_tests::Received]) -> usize {
+    let mut edges: Vec<(std::time::Instant, i32)> = got
+        .iter()
+        .flat_map(|r| [(r.at, 1), (r.at + r.delay, -1)])
+        .collect();
+    // An answer that ends as another arrives frees its slot first.
+    edges.sort_by_key(|&(t, d)| (t, d));
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        peak = peak.max(now);
+    }
+    peak as usize
+}
+
+/// A destination's max_in_flight holds across all live dispatchers: three of them, each
+/// leading its share of 4 partitions, never have more than 3 requests open at once at a
+/// destination allowing 3 (each of them alone would allow 3).
+async fn max_in_flight_holds_across_dispatchers(db: TestDb) {
+    let receiver =
+        Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(150))).await;
+    let dest = destination("narrow", &receiver, "max_in_flight = 3\ntimeout = \"2s\"");
+    let running = three_settled_dispatchers(&db, &dest).await;
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "narrow").await;
+    let ops: Vec<Operation> = (0..48)
+        .map(|i| {
+            Operation::post("narrow", "/n")
+                .idempotency_key(format!("n{i:02}"))
+                .order_key(format!("key-{i}"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    until_states(&db, "every op is delivered", all("delivered")).await;
+    for r in running {
+        r.stop().await;
+    }
+    let got = receiver.received();
+    let peak = peak_concurrency(&got);
+    println!("48 ops to a destination of max_in_flight 3 over 3 dispatchers: peak {peak} at once");
+    assert_eq!(got.len(), 48);
+    assert!(peak <= 3, "the limit was exceeded: {peak} at once");
+    assert!(
+        peak >= 2,
+        "the dispatchers did not work in parallel: {peak}"
+    );
+}
+
+/// A destination's rate_limit holds across all live dispatchers: 40 ops at 10/s over three of
+/// them take about 3 s (the three parts of the burst make 9, then 10/s), never the burst of
+/// each one alone (which would send 30 at once).
+async fn rate_limit_holds_across_dispatchers(db: TestDb) {
+    let receiver = Receiver::start().await;
+    let dest = destination("slow", &receiver, "rate_limit = \"10/s\"");
+    let running = three_settled_dispatchers(&db, &dest).await;
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "slow").await;
+    let ops: Vec<Operation> = (0..40)
+        .map(|i| {
+            Operation::post("slow", "/s")
+                .idempotency_key(format!("s{i:02}"))
+                .order_key(format!("key-{i}"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    until_states(&db, "every op is delivered", all("delivered")).await;
+    for r in running {
+        r.stop().await;
+    }
+    let mut at: Vec<std::time::Instant> = receiver.received().iter().map(|r| r.at).collect();
+    at.sort_unstable();
+    assert_eq!(at.len(), 40);
+    // In any second, at most the burst (10 together) and a second's rate (10).
+    let busiest = at
+        .iter()
+        .map(|t| {
+            at.iter()
+                .filter(|u| **u >= *t && **u < *t + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let span = *at.last().unwrap() - at[0];
+    println!("40 ops at 10/s over 3 dispatchers took {span:?}, at most {busiest} in one second");
+    assert!(busiest <= 20, "{busiest} requests in one second");
+    assert!(
+        span >= Duration::from_millis(2500),
+        "the limit was not global: {span:?}"
+    );
+}
+
 /// Finished ops are purged after `retention` with their attempts; dead ops stay.
 async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
     let outbox = db.outbox().await;
@@ -588,6 +710,8 @@ async fn g12_partitions_split_the_work_between_dispatchers(db: TestDb) {
 }
 
 conformance!(
+    max_in_flight_holds_across_dispatchers,
+    rate_limit_holds_across_dispatchers,
     g12_partitions_split_the_work_between_dispatchers,
     a_rate_limit_spreads_deliveries,
     retention_purges_finished_ops_but_keeps_dead_ones,
