@@ -93,6 +93,12 @@ pub(crate) enum Command {
     ///
     /// Example: outboxctl purge --older-than 7d --state delivered --state cancelled --dry-run
     Purge(PurgeArgs),
+    /// The partition count in force (who set it, when and why) and the dispatchers and
+    /// partition leases by the count they serve; or change it.
+    ///
+    /// Example: outboxctl partitions set 16 --reason "three dispatcher hosts from today"
+    #[command(subcommand)]
+    Partitions(PartitionsCommand),
     /// Enqueues refused because the owner's lease was stale, expired or gone.
     ///
     /// Example: outboxctl rejections --since 1h --resource statement:1842
@@ -180,6 +186,38 @@ pub(crate) struct ChangeArgs {
     /// replay only: also delivered ops and ops of superseded tokens.
     #[arg(long)]
     pub(crate) force: bool,
+}
+
+/// `outboxctl partitions …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PartitionsCommand {
+    /// The partition count in force, and the live dispatchers and held partition leases by
+    /// the count they serve.
+    ///
+    /// Example: outboxctl partitions show
+    Show,
+    /// Change the partition count in force. Running dispatchers step down (no new claims,
+    /// attempts finish, leases released) and serve the new count once no partition lease of
+    /// the old one is live; ops keep their slots. Logged with who and why. Set the new count in
+    /// every dispatcher's config too: one started with another count refuses to serve.
+    ///
+    /// Example: outboxctl partitions set 16 --reason "three dispatcher hosts from today"
+    Set(PartitionsSetArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PartitionsSetArgs {
+    /// The new count, 1..=1024.
+    pub(crate) count: u32,
+    /// Why (required): recorded in outbox_admin_log.
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// Who: recorded in outbox_admin_log [default: $USER].
+    #[arg(long, env = "USER", hide_env_values = true)]
+    pub(crate) actor: Option<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 #[derive(Debug, Args)]

@@ -45,7 +45,8 @@ async fn migrate_applies_once_then_reports_up_to_date(db: TestDb) {
             "0002_admin",
             "0003_hardening",
             "0004_sql_api",
-            "0005_membership"
+            "0005_membership",
+            "0006_partition_count"
         ])
     );
 }
@@ -289,7 +290,94 @@ async fn dispatcher_partition_leases_exit_2_and_write_nothing(db: TestDb) {
     assert_eq!(db.snapshot().await, before, "nothing may be written");
 }
 
+/// `partitions show` before and after a dispatcher's count, `partitions set` with its dry
+/// run, its unchanged case and its refusals (exit 2, nothing written), and `status` showing the
+/// count in force.
+async fn partitions_show_and_set_change_the_count_in_force_with_a_reason(db: TestDb) {
+    let store = db.store().await;
+    let url = db.url();
+    let show = outboxctl(&["partitions", "show", "--database-url", url], &[]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    assert!(
+        stdout(&show).contains("partition count in force: none yet"),
+        "{}",
+        stdout(&show)
+    );
+    store.partition_count_adopt(8).await.unwrap();
+    let show = outboxctl(
+        &["partitions", "show", "--json", "--database-url", url],
+        &[],
+    );
+    let shown = json(&show);
+    assert_eq!(shown["in_force"]["partitions"], 8);
+    assert_eq!(shown["in_force"]["changed_by"], "dispatcher");
+
+    let before = db.snapshot().await;
+    let set = |extra: &[&str]| {
+        let args = [&["partitions", "set", "--database-url", url][..], extra].concat();
+        outboxctl(&args, &[("USER", "ops-oncall")])
+    };
+    let dry = set(&["16", "--reason", "three hosts", "--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(
+        stdout(&dry).contains("dry run: would change the partition count in force from 8 to 16"),
+        "{}",
+        stdout(&dry)
+    );
+    for (args, words) in [
+        (
+            &["0", "--reason", "why"][..],
+            "partitions: must be 1..=1024, got 0",
+        ),
+        (
+            &["1025", "--reason", "why"][..],
+            "partitions: must be 1..=1024, got 1025",
+        ),
+        (&["16", "--reason", " "][..], "reason"),
+        (&["16", "--reason", "bell\u{7}"][..], "reason"),
+        (
+            &["sixteen", "--reason", "why"][..],
+            "invalid value 'sixteen'",
+        ),
+        (&["16"][..], "--reason"),
+    ] {
+        let out = set(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(words), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(db.snapshot().await, before, "nothing was written");
+
+    let done = set(&["16", "--reason", "three dispatcher hosts from today"]);
+    assert!(done.status.success(), "{}", stderr(&done));
+    let text = stdout(&done);
+    for words in [
+        "partition count in force: 8 -> 16",
+        "step down",
+        "set dispatcher.partitions = 16",
+    ] {
+        assert!(text.contains(words), "{words:?} in {text}");
+    }
+    let now = store.partition_count().await.unwrap().unwrap();
+    assert_eq!(
+        (now.partitions, now.changed_by.as_str(), now.reason.as_str()),
+        (16, "ops-oncall", "three dispatcher hosts from today")
+    );
+    assert_ne!(db.snapshot().await, before, "logged in outbox_admin_log");
+    let again = set(&["16", "--reason", "again", "--json"]);
+    assert_eq!(json(&again)["changed"], false);
+
+    let status = outboxctl(&["status", "--database-url", url], &[]);
+    assert!(
+        stdout(&status).contains("partition count in force: 16 (set by ops-oncall"),
+        "{}",
+        stdout(&status)
+    );
+    let status = outboxctl(&["status", "--json", "--database-url", url], &[]);
+    assert_eq!(json(&status)["partition_count"]["partitions"], 16);
+}
+
 conformance!(
+    partitions_show_and_set_change_the_count_in_force_with_a_reason,
     dispatcher_partition_leases_exit_2_and_write_nothing,
     migrate_applies_once_then_reports_up_to_date,
     lease_list_shows_tokens_owners_and_state,

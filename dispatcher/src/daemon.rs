@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use outbox_store::partitioning::PartitionCount;
 use outbox_store::{Partition, Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -39,42 +40,92 @@ pub enum Error {
     PartitionCount(#[from] PartitionCountMismatch),
 }
 
-/// This dispatcher's `dispatcher.partitions` disagrees with live partition leases: two
-/// partition counts split the ops' slots differently, so they must never serve at once (G12).
+/// This dispatcher's `dispatcher.partitions` is not the partition count in force (kept in the
+/// database, `outboxctl partitions set`), or no count is recorded yet and live partition
+/// leases were taken with another one: two counts split the ops' slots differently, so they
+/// must never serve at once (G12).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "dispatcher.partitions is {configured}, but {} (a dispatcher serving another partition count is running); two counts would split the ops differently. Start this dispatcher with the same count, or to change the count stop every dispatcher first, then start them all with the new one (README: changing the partition count)",
-    describe(live)
+    "dispatcher.partitions is {configured}, but {}; two counts would split the ops differently. Set dispatcher.partitions = {} here, or change the count of every dispatcher at once with `outboxctl partitions set {configured} --reason …` (running dispatchers step down and follow it; README: changing the partition count)",
+    describe(self),
+    self.in_force.as_ref().map_or_else(|| self.live.first().map_or(0, |l| l.1), |c| c.partitions)
 )]
 pub struct PartitionCountMismatch {
     /// The count this dispatcher was configured with.
     pub configured: u32,
+    /// The count in force, when one is recorded.
+    pub in_force: Option<PartitionCount>,
     /// The live partition leases of another count: (lease, the count its holder serves).
     pub live: Vec<(String, u32)>,
 }
 
-fn describe(live: &[(String, u32)]) -> String {
-    let shown: Vec<String> = live
+fn describe(e: &PartitionCountMismatch) -> String {
+    let mut parts = Vec::new();
+    if let Some(c) = &e.in_force {
+        parts.push(format!(
+            "the partition count in force is {} (set by {} at {}: {})",
+            c.partitions,
+            c.changed_by,
+            c.changed_at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default(),
+            c.reason
+        ));
+    }
+    let shown: Vec<String> = e
+        .live
         .iter()
         .take(3)
         .map(|(lease, n)| format!("{lease} is held with partitions = {n}"))
         .collect();
-    let more = live.len().saturating_sub(shown.len());
+    let more = e.live.len().saturating_sub(shown.len());
     if more > 0 {
-        format!("{} and {more} more", shown.join(", "))
+        parts.push(format!("{} and {more} more", shown.join(", ")));
+    } else if !shown.is_empty() {
+        parts.push(shown.join(", "));
+    }
+    parts.join("; ")
+}
+
+/// At start: the partition count in force (this dispatcher's count is recorded when there is
+/// none and no live partition lease disagrees). Refuses to serve another count. Live leases of
+/// another count while this one is in force belong to dispatchers stepping down after a
+/// change: the partition loops wait for them (`drain::record_partition_count`).
+async fn adopt_partition_count(store: &Store, configured: u32) -> Result<(), Error> {
+    let live = store.lease_partition_conflicts(configured).await?;
+    let in_force = if live.is_empty() {
+        Some(store.partition_count_adopt(configured).await?)
     } else {
-        shown.join(", ")
+        store.partition_count().await?
+    };
+    match in_force {
+        Some(c) if c.partitions == configured => {
+            if !live.is_empty() {
+                tracing::warn!(
+                    partitions = configured,
+                    live = live.len(),
+                    "partition leases of another count are live: waiting for their dispatchers to step down to the count in force"
+                );
+            }
+            Ok(())
+        }
+        in_force => Err(PartitionCountMismatch {
+            configured,
+            in_force,
+            live,
+        }
+        .into()),
     }
 }
 
-/// Refuses to serve while live partition leases were taken with another partition count.
-pub(crate) async fn check_partition_count(store: &Store, configured: u32) -> Result<(), Error> {
-    let live = store.lease_partition_conflicts(configured).await?;
-    if live.is_empty() {
-        Ok(())
-    } else {
-        Err(PartitionCountMismatch { configured, live }.into())
-    }
+/// While serving: whether live partition leases were taken with another count than
+/// `serving` (checked after recording `serving` on a freshly won lease, so of two
+/// dispatchers of different counts racing for leases, at least one sees the other).
+pub(crate) async fn others_serve_another_count(
+    store: &Store,
+    serving: u32,
+) -> Result<Vec<(String, u32)>, outbox_store::Error> {
+    store.lease_partition_conflicts(serving).await
 }
 
 /// Runs the dispatcher until `shutdown` is cancelled.
@@ -107,17 +158,62 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     if config.destinations.is_empty() {
         tracing::warn!("no destinations are configured: ops stay pending until one is");
     }
-    if let Err(e) = check_partition_count(&store, config.dispatcher.partitions).await {
+    if let Err(e) = adopt_partition_count(&store, config.dispatcher.partitions).await {
         store.close().await;
         return Err(e);
     }
-    // Loops stop on shutdown, or when one of them finds the partition count disagreeing.
+    // One instance id for the process's whole run, across changes of the partition count.
+    let instance_id = uuid::Uuid::new_v4();
+    let mut config = config;
+    loop {
+        let serving = config.dispatcher.partitions;
+        match serve(
+            &store,
+            config.clone(),
+            ready.clone(),
+            &shutdown,
+            instance_id,
+        )
+        .await
+        {
+            Ok(None) => break,
+            Ok(Some(next)) => {
+                tracing::warn!(
+                    from = serving,
+                    to = next,
+                    "the partition count in force changed (outboxctl partitions set): stepped down, now serving the new count; set dispatcher.partitions = {next} in this dispatcher's config before it restarts"
+                );
+                config.dispatcher.partitions = next;
+            }
+            Err(e) => {
+                store.close().await;
+                return Err(e);
+            }
+        }
+    }
+    store.close().await;
+    tracing::info!("dispatcher stopped");
+    Ok(())
+}
+
+/// Serves `config.dispatcher.partitions` partitions until `shutdown` (then `None`), or until
+/// the partition count in force changes (then the new count, once every loop has stepped
+/// down: attempts finished within `shutdown_grace`, leases released).
+async fn serve(
+    store: &Store,
+    config: Config,
+    ready: Arc<AtomicBool>,
+    shutdown: &CancellationToken,
+    instance_id: uuid::Uuid,
+) -> Result<Option<u32>, Error> {
+    // Loops stop on shutdown, or when the membership sees the count in force change.
     let stop = shutdown.child_token();
     let shared = Arc::new(Shared::new(
         store.clone(),
         config.clone(),
         ready,
         stop.clone(),
+        instance_id,
     )?);
     // PostgreSQL notifications arrive on one Notify; forward each to every partition loop.
     let notified = Arc::new(tokio::sync::Notify::new());
@@ -150,13 +246,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     if let Err(e) = membership.await {
         tracing::error!(error = %e, "the membership task failed");
     }
-    store.close().await;
-    if let Some(e) = shared.take_fatal() {
-        tracing::error!(error = %e, "dispatcher stopped");
-        return Err(e.into());
-    }
-    tracing::info!("dispatcher stopped");
-    Ok(())
+    Ok(if shutdown.is_cancelled() {
+        None
+    } else {
+        shared.take_recount()
+    })
 }
 
 /// The partition loops and the housekeeping loop. A loop that panics is logged, counted and
@@ -254,13 +348,33 @@ mod tests {
     fn a_partition_count_mismatch_names_both_counts_and_what_to_do() {
         let e = PartitionCountMismatch {
             configured: 4,
+            in_force: None,
             live: vec![("dispatcher/0".into(), 2), ("dispatcher/1".into(), 2)],
         };
         let text = e.to_string();
         for words in [
             "dispatcher.partitions is 4",
             "dispatcher/0 is held with partitions = 2",
-            "stop every dispatcher",
+            "Set dispatcher.partitions = 2 here",
+            "outboxctl partitions set 4 --reason",
+        ] {
+            assert!(text.contains(words), "{text}");
+        }
+        let e = PartitionCountMismatch {
+            configured: 4,
+            in_force: Some(PartitionCount {
+                partitions: 16,
+                changed_at: time::OffsetDateTime::UNIX_EPOCH,
+                changed_by: "ops-oncall".into(),
+                reason: "three hosts (CHG-88)".into(),
+            }),
+            live: vec![],
+        };
+        let text = e.to_string();
+        for words in [
+            "dispatcher.partitions is 4",
+            "the partition count in force is 16 (set by ops-oncall at 1970-01-01T00:00:00Z: three hosts (CHG-88))",
+            "Set dispatcher.partitions = 16 here",
         ] {
             assert!(text.contains(words), "{text}");
         }

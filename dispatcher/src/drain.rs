@@ -63,13 +63,9 @@ pub(crate) async fn serve_partition(
             Ok(Some(leadership)) => {
                 shared.db_ok();
                 match record_partition_count(&shared, &leadership.lease).await {
-                    Ok(()) => {}
-                    Err(crate::Error::PartitionCount(e)) => {
-                        leadership.release(&shared.store).await;
-                        return shared.fail(e);
-                    }
-                    Err(e) => {
-                        if let crate::Error::Store(e) = &e {
+                    Ok(true) => {}
+                    outcome => {
+                        if let Err(e) = &outcome {
                             shared.db_failed("record the partition count", e);
                         }
                         leadership.release(&shared.store).await;
@@ -102,12 +98,26 @@ pub(crate) async fn serve_partition(
 }
 
 /// Records on a freshly won partition lease the partition count this dispatcher serves, then
-/// checks that no live partition lease was taken with another count (two dispatchers started
-/// at once with different counts both find out here, G12).
-async fn record_partition_count(shared: &Shared, lease: &Lease) -> Result<(), crate::Error> {
+/// checks that no live partition lease was taken with another count; `false` when one was:
+/// after `outboxctl partitions set`, dispatchers of the old count are stepping down (or this
+/// one is, and its membership loop will soon say so), and two counts never serve at once, so
+/// the lease is given back and tried for again later (G12).
+async fn record_partition_count(
+    shared: &Shared,
+    lease: &Lease,
+) -> Result<bool, outbox_store::Error> {
     let count = shared.config.dispatcher.partitions;
     shared.store.lease_set_partitions(lease, count).await?;
-    crate::daemon::check_partition_count(&shared.store, count).await
+    let others = crate::daemon::others_serve_another_count(&shared.store, count).await?;
+    if let Some((lease, theirs)) = others.first() {
+        tracing::info!(
+            partitions = count,
+            other = %lease,
+            other_partitions = theirs,
+            "a partition lease of another count is live: waiting for its dispatcher to step down"
+        );
+    }
+    Ok(others.is_empty())
 }
 
 /// Leads a partition: re-queue what older tokens left in flight, then claim and deliver until

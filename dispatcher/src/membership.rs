@@ -1,7 +1,9 @@
 //! This process's row in the membership table: registered at start, heartbeat every third of
 //! the lease TTL on the database clock (with how many partitions it leads), removed when it
-//! shuts down gracefully. A crashed or paused process's row stops moving and counts as gone
-//! once its TTL has passed; rows silent for a day are deleted by the others' heartbeats.
+//! shuts down gracefully. Each heartbeat also reads the partition count in force and steps the
+//! loops down when an operator changed it. A crashed or paused process's row stops moving and
+//! counts as gone once its TTL has passed; rows silent for a day are deleted by the others'
+//! heartbeats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +48,23 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                         shared.set_share(fair_share(shared.instance_id, &peers, partitions));
                     }
                     Err(e) => tracing::warn!(error = %e, "could not list the dispatchers"),
+                }
+                // An operator changed the partition count in force: step down, serve the new one.
+                match shared.store.partition_count().await {
+                    Ok(Some(c)) if c.partitions != shared.config.dispatcher.partitions => {
+                        tracing::warn!(
+                            serving = shared.config.dispatcher.partitions,
+                            in_force = c.partitions,
+                            changed_by = %c.changed_by,
+                            reason = %c.reason,
+                            "the partition count in force changed: stepping down"
+                        );
+                        shared.recount(c.partitions);
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not read the partition count in force")
+                    }
                 }
             }
             Err(e) => shared.db_failed("heartbeat", &e),

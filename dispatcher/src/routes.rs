@@ -14,7 +14,6 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::PartitionCountMismatch;
 use crate::config::Config;
 use crate::deliver::Sender;
 use crate::limits::{self, Slot, Slots};
@@ -53,8 +52,9 @@ pub(crate) struct Shared {
     pub(crate) ready: Arc<AtomicBool>,
     /// Destinations that hit their rate limit, and until when to leave them out of claims.
     throttled: Mutex<HashMap<String, Instant>>,
-    /// Why the dispatcher must stop serving, once a loop found out; `stop` is then cancelled.
-    fatal: Mutex<Option<PartitionCountMismatch>>,
+    /// The partition count in force when it changed from the one served; `stop` is then
+    /// cancelled, and the daemon serves the new count once every loop has stepped down.
+    recount: Mutex<Option<u32>>,
     stop: CancellationToken,
     /// This process's id in the membership table, fresh at every start.
     pub(crate) instance_id: uuid::Uuid,
@@ -83,6 +83,7 @@ impl Shared {
         config: Config,
         ready: Arc<AtomicBool>,
         stop: CancellationToken,
+        instance_id: uuid::Uuid,
     ) -> Result<Shared, reqwest::Error> {
         let mut routes = HashMap::new();
         for (name, d) in &config.destinations {
@@ -108,26 +109,27 @@ impl Shared {
                 .collect(),
             ready,
             throttled: Mutex::default(),
-            fatal: Mutex::default(),
+            recount: Mutex::default(),
             stop,
             config,
-            instance_id: uuid::Uuid::new_v4(),
+            instance_id,
             led: Mutex::default(),
             share: tokio::sync::watch::Sender::new(None),
         })
     }
 
-    /// Stops every loop: this dispatcher must not serve (see [`PartitionCountMismatch`]).
-    pub(crate) fn fail(&self, why: PartitionCountMismatch) {
-        if let Ok(mut fatal) = self.fatal.lock() {
-            fatal.get_or_insert(why);
+    /// Steps every loop down: the partition count in force is now `partitions`, which the
+    /// daemon serves next.
+    pub(crate) fn recount(&self, partitions: u32) {
+        if let Ok(mut recount) = self.recount.lock() {
+            recount.get_or_insert(partitions);
         }
         self.stop.cancel();
     }
 
-    /// Why the loops were stopped, if it was not a shutdown.
-    pub(crate) fn take_fatal(&self) -> Option<PartitionCountMismatch> {
-        self.fatal.lock().ok()?.take()
+    /// The count to serve next, if the loops stepped down for a change of the count in force.
+    pub(crate) fn take_recount(&self) -> Option<u32> {
+        self.recount.lock().ok()?.take()
     }
 
     /// Wakes every partition loop (they look for work at once).
@@ -311,7 +313,14 @@ mod tests {
         let store = outbox_store::Store::connect(config.database_url.expose(), Default::default())
             .await
             .unwrap();
-        let shared = Shared::new(store, config, Arc::default(), CancellationToken::new()).unwrap();
+        let shared = Shared::new(
+            store,
+            config,
+            Arc::default(),
+            CancellationToken::new(),
+            uuid::Uuid::new_v4(),
+        )
+        .unwrap();
         assert_eq!(shared.global.available_permits(), 65536);
         let count = shared.config.dispatcher.partitions;
         let all: Vec<Leading<'_>> = (0..count)

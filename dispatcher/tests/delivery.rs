@@ -624,6 +624,131 @@ async fn rate_limit_holds_across_dispatchers(db: TestDb) {
     );
 }
 
+/// The held partition leases, as (resource, the count its holder serves), sorted.
+async fn held_partitions(store: &outbox_store::Store) -> Vec<(String, Option<u32>)> {
+    let mut held: Vec<(String, Option<u32>)> = store
+        .lease_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| l.held && l.resource.as_str().starts_with("dispatcher/"))
+        .map(|l| (l.resource.to_string(), l.partitions))
+        .collect();
+    held.sort();
+    held
+}
+
+/// Three ops on each of ten order keys (a fresh resource each wave), their idempotency keys
+/// naming the wave.
+async fn enqueue_wave(outbox: &outbox_producer::Outbox, wave: usize) {
+    for k in 0..10 {
+        let lease = lease(outbox, &format!("acct:{k}:wave-{wave}")).await;
+        let ops: Vec<Operation> = (0..3)
+            .map(|i| {
+                Operation::post("ledger", format!("/k{k}"))
+                    .idempotency_key(format!("k{k:02}-w{wave}-{i}"))
+                    .order_key(format!("acct:{k}"))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    }
+}
+
+/// `outboxctl partitions set` (the store call it makes) moves two running dispatchers from 2
+/// partitions to 4: they step down and take the four partitions of the new count, ops
+/// enqueued before and after are each sent once and in order per key, and a dispatcher
+/// started with the old count afterwards refuses to serve, naming the count in force.
+async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
+    let receiver =
+        Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(30))).await;
+    let dest = destination("ledger", &receiver, "");
+    let running = [
+        dispatch_with(&db, &dest, "partitions = 2\n"),
+        dispatch_with(&db, &dest, "partitions = 2\n"),
+    ];
+    let outbox = db.outbox().await;
+    let store = outbox.store().clone();
+    wait_until(
+        Duration::from_secs(30),
+        "both partitions of 2 are led",
+        || async {
+            held_partitions(&store).await
+                == [
+                    ("dispatcher/0".to_owned(), Some(2)),
+                    ("dispatcher/1".to_owned(), Some(2)),
+                ]
+        },
+    )
+    .await;
+    enqueue_wave(&outbox, 1).await;
+    let change = outbox_store::admin::Change {
+        actor: "ops-oncall".into(),
+        reason: "more partitions for more hosts".into(),
+        force: false,
+        dry_run: false,
+    };
+    let report = store.partition_count_set(4, &change).await.unwrap();
+    assert_eq!((report.before, report.after), (Some(2), 4));
+    enqueue_wave(&outbox, 2).await;
+    wait_until(
+        Duration::from_secs(60),
+        "the four partitions of 4 are led",
+        || async {
+            held_partitions(&store).await
+                == (0..4)
+                    .map(|i| (format!("dispatcher/{i}"), Some(4)))
+                    .collect::<Vec<_>>()
+        },
+    )
+    .await;
+    enqueue_wave(&outbox, 3).await;
+    until_states(&db, "every op is delivered", all("delivered")).await;
+
+    // A dispatcher still configured with the old count refuses to serve.
+    let text = format!(
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npartitions = 2\nlisten = \"\"\n{dest}",
+        url = db.url()
+    );
+    let config = Config::load(Some(&text), &HashMap::new()).unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(30),
+        outbox_dispatcher::run(config, CancellationToken::new()),
+    )
+    .await
+    .expect("the stale dispatcher stops at once");
+    let message = refused
+        .expect_err("a dispatcher of the old count refuses")
+        .to_string();
+    for words in [
+        "dispatcher.partitions is 2",
+        "the partition count in force is 4 (set by ops-oncall",
+        "more partitions for more hosts",
+        "Set dispatcher.partitions = 4 here",
+    ] {
+        assert!(message.contains(words), "{words:?} in {message}");
+    }
+    for r in running {
+        r.stop().await;
+    }
+    let got = receiver.received();
+    assert_eq!(
+        got.len(),
+        90,
+        "each op exactly once: {:?}",
+        receiver.idempotency_keys()
+    );
+    for k in 0..10 {
+        let keys: Vec<&str> = got
+            .iter()
+            .filter(|r| r.path == format!("/api/k{k}"))
+            .map(|r| r.header("idempotency-key"))
+            .collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "key {k}: {keys:?}");
+    }
+}
+
 /// Finished ops are purged after `retention` with their attempts; dead ops stay.
 async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
     let outbox = db.outbox().await;
@@ -710,6 +835,7 @@ async fn g12_partitions_split_the_work_between_dispatchers(db: TestDb) {
 }
 
 conformance!(
+    partitions_set_moves_running_dispatchers_to_the_new_count,
     max_in_flight_holds_across_dispatchers,
     rate_limit_holds_across_dispatchers,
     g12_partitions_split_the_work_between_dispatchers,

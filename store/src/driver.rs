@@ -89,6 +89,15 @@ pub(crate) trait Driver: Sync {
         action: &str,
         details: &str,
     ) -> Result<(), Error>;
+    /// `partition_count_lock.sql`: the partition count in force, locked for the transaction.
+    async fn partition_count_lock(c: &mut Self::Conn) -> Result<Option<u32>, Error>;
+    /// `partition_count_write.sql`: the new partition count in force, by `change`'s actor for
+    /// its reason.
+    async fn partition_count_write(
+        c: &mut Self::Conn,
+        partitions: u32,
+        change: &Change,
+    ) -> Result<(), Error>;
     /// `admin_purge_count.sql`: (state, ops) of what a purge would delete.
     async fn admin_purge_count(
         &self,

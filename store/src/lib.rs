@@ -21,6 +21,7 @@ pub mod migrate;
 pub mod model;
 pub mod mssql;
 pub mod op;
+pub mod partitioning;
 mod postgres;
 pub mod renewal;
 pub mod request;
@@ -378,6 +379,41 @@ impl Store {
             .map(|i| format!("{}{i}", Partition::LEASE_PREFIX))
             .collect();
         on_backend!(self, b => b.lease_partition_conflicts(&names, partitions).await)
+    }
+
+    /// The partition count in force, if one was recorded (`partitioning`).
+    pub async fn partition_count(&self) -> Result<Option<partitioning::PartitionCount>, Error> {
+        on_backend!(self, b => b.partition_count().await)
+    }
+
+    /// The partition count in force, recording `partitions` as it first when there is none
+    /// (a starting dispatcher's `dispatcher.partitions`; the first of two starting at once
+    /// wins).
+    pub async fn partition_count_adopt(
+        &self,
+        partitions: u32,
+    ) -> Result<partitioning::PartitionCount, Error> {
+        partitioning::check_count(partitions)?;
+        let reason = partitioning::adopted_reason(partitions);
+        on_backend!(self, b => b.partition_count_adopt(partitions, partitioning::ADOPTED_BY, &reason).await)?;
+        self.partition_count().await?.ok_or_else(|| {
+            InvalidInput::new(
+                "partitions",
+                "the partition count in force could not be read back",
+            )
+            .into()
+        })
+    }
+
+    /// Sets the partition count in force (`outboxctl partitions set`): locked, written and
+    /// logged in `outbox_admin_log` with `change`'s actor and reason in one transaction;
+    /// nothing is written on a dry run or when `partitions` already is in force.
+    pub async fn partition_count_set(
+        &self,
+        partitions: u32,
+        change: &admin::Change,
+    ) -> Result<partitioning::PartitionCountChange, Error> {
+        on_backend!(self, b => partitioning::set(b, partitions, change).await)
     }
 
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:

@@ -58,6 +58,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0003, "hardening"),
     migration!("postgres", 0004, "sql_api"),
     migration!("postgres", 0005, "membership"),
+    migration!("postgres", 0006, "partition_count"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -66,6 +67,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0003, "hardening"),
     migration!("sqlite", 0004, "sql_api"),
     migration!("sqlite", 0005, "membership"),
+    migration!("sqlite", 0006, "partition_count"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -74,6 +76,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0003, "hardening"),
     migration!("mssql", 0004, "sql_api"),
     migration!("mssql", 0005, "membership"),
+    migration!("mssql", 0006, "partition_count"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -189,7 +192,8 @@ mod tests {
                 "0002_admin",
                 "0003_hardening",
                 "0004_sql_api",
-                "0005_membership"
+                "0005_membership",
+                "0006_partition_count"
             ]
         );
     }

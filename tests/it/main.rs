@@ -11,5 +11,6 @@ mod keeper;
 mod lease_model;
 mod membership;
 mod migrations;
+mod partition_count;
 mod regression;
 mod sql_api;

@@ -14,7 +14,8 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0002_admin",
             "0003_hardening",
             "0004_sql_api",
-            "0005_membership"
+            "0005_membership",
+            "0006_partition_count"
         ]
     );
     assert!(first.already_applied.is_empty());
@@ -27,13 +28,14 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0002_admin",
             "0003_hardening",
             "0004_sql_api",
-            "0005_membership"
+            "0005_membership",
+            "0006_partition_count"
         ]
     );
     assert_eq!(
         db.execute("UPDATE outbox_schema_migrations SET name = name")
             .await,
-        5
+        6
     );
 }
 

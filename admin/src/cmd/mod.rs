@@ -5,6 +5,7 @@ mod enqueue;
 mod lease;
 mod list;
 mod migrate;
+mod partitions;
 mod purge;
 mod rejections;
 mod select;
@@ -18,7 +19,7 @@ use clap::CommandFactory as _;
 use outbox_producer::Outbox;
 use outbox_store::{Store, StoreOptions, TtlBounds};
 
-use crate::cli::{Cli, Command, Global, LeaseCommand};
+use crate::cli::{Cli, Command, Global, LeaseCommand, PartitionsCommand};
 use crate::exit::CliError;
 
 /// Runs the parsed command line.
@@ -55,6 +56,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Replay(args) => change::run(&store, change::Verb::Replay, &args, json).await,
         Command::Cancel(args) => change::run(&store, change::Verb::Cancel, &args, json).await,
         Command::Purge(args) => purge::run(&store, &args, json).await,
+        Command::Partitions(PartitionsCommand::Show) => partitions::show(&store, json).await,
+        Command::Partitions(PartitionsCommand::Set(args)) => {
+            partitions::set(&store, &args, json).await
+        }
         Command::Rejections(args) => rejections::run(&store, &args, json).await,
         Command::Tail(args) => tail::run(&store, &args, json).await,
         Command::Completions { .. } => Ok(()),

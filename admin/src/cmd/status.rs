@@ -41,6 +41,10 @@ pub(crate) async fn run(store: &Store, json: bool) -> Result<(), CliError> {
         }
         println!("{table}");
     }
+    println!(
+        "{}",
+        crate::cmd::partitions::in_force_line(status.partition_count.as_ref())
+    );
     print_instances(&status.instances);
     Ok(())
 }

@@ -190,6 +190,8 @@ pub struct Status {
     pub partitions: Vec<LeaseRow>,
     /// Every registered dispatcher process, live or gone.
     pub instances: Vec<crate::membership::InstanceRow>,
+    /// The partition count in force, once a dispatcher started or an operator set one.
+    pub partition_count: Option<crate::partitioning::PartitionCount>,
 }
 
 /// Who changes ops, why, and how carefully.

@@ -11,7 +11,8 @@ use crate::{BackendStore, Store, on_backend};
 
 impl Store {
     /// Counts by state and destination, the oldest pending op's age, ops due now, dead ops of
-    /// the last day, rejections of the last hour, and each dispatcher partition's lease.
+    /// the last day, rejections of the last hour, each dispatcher partition's lease, the
+    /// dispatcher instances and the partition count in force.
     pub async fn admin_status(&self) -> Result<admin::Status, Error> {
         let mut status = on_backend!(self, b => b.admin_status().await)?;
         status.partitions = self
@@ -21,6 +22,7 @@ impl Store {
             .filter(|l| l.resource.as_str().starts_with(Partition::LEASE_PREFIX))
             .collect();
         status.instances = self.instance_list().await?;
+        status.partition_count = self.partition_count().await?;
         Ok(status)
     }
 

@@ -59,6 +59,7 @@ impl MsStore {
             rejections_last_hour: r.col("rejections_last_hour")?,
             partitions: Vec::new(),
             instances: Vec::new(),
+            partition_count: None,
         })
     }
 

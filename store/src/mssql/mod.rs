@@ -14,6 +14,7 @@ mod driver;
 mod error;
 mod lease;
 mod membership;
+mod partitioning;
 mod pool;
 mod stmt;
 

@@ -62,6 +62,7 @@ impl PgStore {
                 rejections_last_hour: r.try_get("rejections_last_hour")?,
                 partitions: Vec::new(),
                 instances: Vec::new(),
+                partition_count: None,
             })
         })()
         .map_err(map_err)

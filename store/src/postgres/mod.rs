@@ -9,6 +9,7 @@ mod dispatch;
 mod driver;
 mod lease;
 mod membership;
+mod partitioning;
 
 use std::collections::HashMap;
 

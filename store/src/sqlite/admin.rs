@@ -63,6 +63,7 @@ impl SqliteStore {
                 rejections_last_hour: r.try_get("rejections_last_hour")?,
                 partitions: Vec::new(),
                 instances: Vec::new(),
+                partition_count: None,
             })
         })()
         .map_err(map_err)

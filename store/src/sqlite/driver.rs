@@ -221,6 +221,18 @@ impl Driver for SqliteStore {
         admin::log_insert(c, change, action, details).await
     }
 
+    async fn partition_count_lock(c: &mut SqliteConnection) -> Result<Option<u32>, Error> {
+        partitioning::lock(c).await
+    }
+
+    async fn partition_count_write(
+        c: &mut SqliteConnection,
+        partitions: u32,
+        change: &Change,
+    ) -> Result<(), Error> {
+        partitioning::write(c, partitions, change).await
+    }
+
     async fn admin_purge_count(
         &self,
         states: &[&str],

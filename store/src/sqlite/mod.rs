@@ -11,6 +11,7 @@ mod dispatch;
 mod driver;
 mod lease;
 mod membership;
+mod partitioning;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
