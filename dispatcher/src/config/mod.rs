@@ -105,9 +105,10 @@ pub struct Destination {
     pub base_url: Url,
     /// Whole-attempt timeout.
     pub timeout: Duration,
-    /// Most attempts in flight to it.
+    /// Most attempts in flight to it, from all dispatcher processes together (each holds the
+    /// part of the partitions it leads, `limits`).
     pub max_in_flight: usize,
-    /// Requests allowed per period, if limited.
+    /// Requests allowed per period, if limited, from all dispatcher processes together.
     pub rate_limit: Option<(NonZeroU32, Duration)>,
     /// The proxy every request to it goes through, if any (never one from the environment).
     pub proxy: Option<Secret>,
