@@ -8,7 +8,7 @@
 //! rounds to nothing still gets one slot, so no partition stalls: the in-flight limit is exact
 //! while `max_in_flight` is at least the number of instances leading partitions (always, under
 //! the fair split, when it is at least the partition count), and otherwise at most one per
-//! leading instance. Before a graceful hand-over the giver shrinks its part and waits for its
+//! leading instance. The rate's buckets keep what was spent when the part changes. Before a graceful hand-over the giver shrinks its part and waits for its
 //! attempts to fit it (bounded by the attempt timeout), so the taker never adds to a full
 //! destination. docs/scaling.md says the same for operators.
 
@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use std::time::Instant;
+
 use tokio::sync::Notify;
 
 /// One destination's in-flight slots in this process: at most `limit` taken at once. The limit
@@ -101,17 +102,16 @@ pub(crate) fn in_flight_part(total: usize, partitions: u32, led: &[u32]) -> usiz
     if led.is_empty() { 0 } else { part.max(1) }
 }
 
-/// This process's rate limiter for a destination allowing `n` requests per `per` over
-/// `partitions` partitions, when it leads `led` of them: `n · led / partitions` per `per`, with
-/// a burst of as many (at least one). `None` when it leads none (it sends nothing then), and
-/// the gap between two requests at that rate, for how long to leave the destination out of
-/// claims once the budget is spent.
+/// This process's part of a destination's rate limit of `n` requests per `per` over
+/// `partitions` partitions, when it leads `led` of them: the gap between two requests
+/// (`per · partitions / (n · led)`) and a burst of `n · led / partitions` requests, at least
+/// one. `None` when it leads none: it may send nothing then.
 pub(crate) fn rate_part(
     n: NonZeroU32,
     per: Duration,
     partitions: u32,
     led: usize,
-) -> Option<(DefaultDirectRateLimiter, Duration)> {
+) -> Option<(Duration, u32)> {
     if led == 0 {
         return None;
     }
@@ -119,11 +119,69 @@ pub(crate) fn rate_part(
     // The config allows at most one request per microsecond over the whole destination, and
     // an instance's part is never more than the whole, so the gap is at least that.
     let gap_ns = per.as_nanos().saturating_mul(p) / (u128::from(n.get()) * k);
-    let gap = Duration::from_nanos(u64::try_from(gap_ns).unwrap_or(u64::MAX));
-    let burst = u32::try_from(u128::from(n.get()) * k / p).unwrap_or(u32::MAX);
-    let quota =
-        Quota::with_period(gap)?.allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
-    Some((RateLimiter::direct(quota), gap))
+    let gap = Duration::from_nanos(u64::try_from(gap_ns).unwrap_or(u64::MAX))
+        .max(Duration::from_nanos(1));
+    let burst = u32::try_from(u128::from(n.get()) * k / p)
+        .unwrap_or(u32::MAX)
+        .max(1);
+    Some((gap, burst))
+}
+
+/// A token bucket whose rate and burst change with the partitions led and which keeps what was
+/// spent across a change (a fresh bucket per change would hand out a full burst each time, and
+/// a starting dispatcher changes its part once per partition it wins). A bucket that starts
+/// leading is full: the burst of its first part (the whole burst for a lone dispatcher of one
+/// partition); after that, tokens only build up at the rate.
+#[derive(Debug)]
+pub(crate) struct Bucket {
+    part: Option<(Duration, u32)>,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    /// A bucket that admits nothing until it gets a part.
+    pub(crate) fn new(now: Instant) -> Bucket {
+        Bucket {
+            part: None,
+            tokens: 0.0,
+            at: now,
+        }
+    }
+
+    /// Sets the part (gap, burst), or none: tokens earned so far are kept, up to the new burst.
+    pub(crate) fn set_part(&mut self, part: Option<(Duration, u32)>, now: Instant) {
+        self.refill(now);
+        if let (None, Some((_, burst))) = (self.part, part) {
+            self.tokens = self.tokens.max(f64::from(burst));
+        }
+        self.part = part;
+        let burst = self.part.map_or(0.0, |(_, b)| f64::from(b));
+        self.tokens = self.tokens.min(burst);
+    }
+
+    /// Spends a token, or says how long until the next one (at most a minute).
+    pub(crate) fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.refill(now);
+        let Some((gap, _)) = self.part else {
+            return Err(Duration::from_millis(100));
+        };
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            // Asked again after at most a minute, however slow the limit.
+            Err(gap.mul_f64(1.0 - self.tokens).min(Duration::from_secs(60)))
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        if let Some((gap, burst)) = self.part {
+            let earned = now.saturating_duration_since(self.at).as_secs_f64() / gap.as_secs_f64();
+            self.tokens = (self.tokens + earned).min(f64::from(burst));
+        }
+        self.at = now;
+    }
 }
 
 #[cfg(test)]
@@ -178,19 +236,49 @@ mod tests {
     #[test]
     fn the_rate_is_split_by_the_partitions_led() {
         let n = NonZeroU32::new(100).unwrap();
-        let (_, whole) = rate_part(n, Duration::from_secs(1), 8, 8).unwrap();
-        assert_eq!(whole, Duration::from_millis(10));
-        let (_, half) = rate_part(n, Duration::from_secs(1), 8, 4).unwrap();
-        assert_eq!(half, Duration::from_millis(20));
-        let (_, three) = rate_part(n, Duration::from_secs(1), 8, 3).unwrap();
-        // 37.5/s: one request every 26.67 ms.
-        assert_eq!(three.as_micros(), 26_666);
-        assert!(rate_part(n, Duration::from_secs(1), 8, 0).is_none());
-        // The largest rate the config accepts, on one partition of 1024.
+        let s = Duration::from_secs(1);
+        assert_eq!(
+            rate_part(n, s, 8, 8),
+            Some((Duration::from_millis(10), 100))
+        );
+        assert_eq!(rate_part(n, s, 8, 4), Some((Duration::from_millis(20), 50)));
+        // 37.5/s: one request every 26.67 ms, a burst of 37.
+        let (gap, burst) = rate_part(n, s, 8, 3).unwrap();
+        assert_eq!((gap.as_micros(), burst), (26_666, 37));
+        assert_eq!(rate_part(n, s, 8, 0), None);
+        // The largest rate the config accepts, on one partition of 1024; the slowest.
         let fast = NonZeroU32::new(1_000_000).unwrap();
-        let (limiter, gap) = rate_part(fast, Duration::from_secs(1), 1024, 1).unwrap();
-        assert_eq!(gap, Duration::from_nanos(1_024_000));
-        assert!(limiter.check().is_ok());
+        assert_eq!(
+            rate_part(fast, s, 1024, 1),
+            Some((Duration::from_nanos(1_024_000), 976))
+        );
+        let slow = rate_part(NonZeroU32::MIN, Duration::from_secs(3600), 1024, 1).unwrap();
+        assert_eq!(slow, (Duration::from_secs(3600 * 1024), 1));
+    }
+
+    #[test]
+    fn a_bucket_keeps_what_was_spent_when_its_part_changes() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(t0);
+        assert!(b.take(t0).is_err(), "no part, nothing sent");
+        // Starting to lead: the burst at once (10/s, burst 2), then the rate.
+        b.set_part(Some((Duration::from_millis(100), 2)), t0);
+        assert!(b.take(t0).is_ok() && b.take(t0).is_ok());
+        let wait = b.take(t0).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(100));
+        // A change of part (more partitions led) hands out no fresh burst.
+        b.set_part(Some((Duration::from_millis(50), 10)), t0);
+        assert!(b.take(t0).is_err());
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(b.take(t1).is_ok() && b.take(t1).is_ok() && b.take(t1).is_err());
+        // Tokens build up to the burst at most, and a smaller part clamps them.
+        let t2 = t1 + Duration::from_secs(60);
+        b.set_part(Some((Duration::from_millis(100), 3)), t2);
+        let sent = (0..10).filter(|_| b.take(t2).is_ok()).count();
+        assert_eq!(sent, 3);
+        // No part any more: nothing.
+        b.set_part(None, t2 + Duration::from_secs(5));
+        assert!(b.take(t2 + Duration::from_secs(10)).is_err());
     }
 
     #[tokio::test]

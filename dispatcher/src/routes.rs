@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use governor::DefaultDirectRateLimiter;
 use outbox_store::{Partition, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -16,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::deliver::Sender;
-use crate::limits::{self, Slot, Slots};
+use crate::limits::{self, Bucket, Slot, Slots};
 use crate::metrics as m;
 
 /// One destination's sender and this process's part of its limits.
@@ -24,9 +23,8 @@ use crate::metrics as m;
 pub(crate) struct Route {
     sender: Sender,
     slots: Arc<Slots>,
-    /// The rate limiter of this process's part of the rate, and the gap between two requests
-    /// at that rate; `None` when unlimited or while no partition is led.
-    limiter: Mutex<Option<(DefaultDirectRateLimiter, Duration)>>,
+    /// This process's part of the rate limit; `None` when the destination has none.
+    limiter: Option<Mutex<Bucket>>,
 }
 
 impl Route {
@@ -93,7 +91,9 @@ impl Shared {
                 Route {
                     sender: Sender::new(d, config.dispatcher.max_body_bytes)?,
                     slots: Arc::default(),
-                    limiter: Mutex::default(),
+                    limiter: d
+                        .rate_limit
+                        .map(|_| Mutex::new(Bucket::new(std::time::Instant::now()))),
                 },
             );
         }
@@ -203,8 +203,11 @@ impl Shared {
             route
                 .slots
                 .set_limit(limits::in_flight_part(d.max_in_flight, partitions, &led));
-            if let (Some((n, per)), Ok(mut limiter)) = (d.rate_limit, route.limiter.lock()) {
-                *limiter = limits::rate_part(n, per, partitions, led.len());
+            if let (Some((n, per)), Some(Ok(mut bucket))) =
+                (d.rate_limit, route.limiter.as_ref().map(Mutex::lock))
+            {
+                let part = limits::rate_part(n, per, partitions, led.len());
+                bucket.set_part(part, std::time::Instant::now());
             }
         }
         metrics::gauge!(m::PARTITIONS_LED).set(led.len() as f64);
@@ -270,12 +273,9 @@ impl Shared {
             self.global.clone().try_acquire_owned(),
             route.slots.try_take(),
         );
-        let limited = self.config.destinations[destination].rate_limit.is_some();
-        let budget = match (limited, route.limiter.lock().ok()?.as_ref()) {
-            (false, _) => Ok(()),
-            (true, Some((limiter, gap))) => limiter.check().map_err(|_| *gap),
-            // Rate-limited but no partition led: nothing may be sent.
-            (true, None) => Err(Duration::from_millis(100)),
+        let budget = match &route.limiter {
+            None => Ok(()),
+            Some(bucket) => bucket.lock().ok()?.take(std::time::Instant::now()),
         };
         match (permits, budget) {
             ((Ok(global), Some(slot)), Ok(())) => Some((global, slot)),
@@ -328,7 +328,7 @@ mod tests {
             .collect();
         assert_eq!(shared.routes["b"].slots.available(), 65536);
         for name in ["b", "c"] {
-            assert!(shared.routes[name].limiter.lock().unwrap().is_some());
+            assert!(shared.routes[name].limiter.is_some());
             assert!(shared.admit(name).is_some(), "{name}");
         }
         drop(all);
