@@ -215,6 +215,7 @@ async fn serve(
         stop.clone(),
         instance_id,
     )?);
+    metrics::register(shared.destination_names(), config.dispatcher.partitions);
     // PostgreSQL notifications arrive on one Notify; forward each to every partition loop.
     let notified = Arc::new(tokio::sync::Notify::new());
     let listener = store.listen_for_enqueues(notified.clone()).map(|listener| {

@@ -66,7 +66,7 @@ pub(crate) async fn serve_partition(
                     Ok(true) => {}
                     outcome => {
                         if let Err(e) = &outcome {
-                            shared.db_failed("record the partition count", e);
+                            shared.db_failed(m::DbCall::RecordPartitionCount, e);
                         }
                         leadership.release(&shared.store).await;
                         tokio::select! {
@@ -88,7 +88,7 @@ pub(crate) async fn serve_partition(
                 shared.db_ok();
                 metrics::gauge!(m::LEADER, "partition" => label.clone()).set(0.0);
             }
-            Err(e) => shared.db_failed("acquire partition lease", &e),
+            Err(e) => shared.db_failed(m::DbCall::AcquireLease, &e),
         }
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -141,7 +141,7 @@ async fn lead(shared: &Arc<Shared>, leadership: Leadership, shutdown: &Cancellat
                 }
                 break;
             }
-            Err(e) => shared.db_failed("requeue abandoned ops", &e),
+            Err(e) => shared.db_failed(m::DbCall::RequeueAbandoned, &e),
         }
         tokio::select! {
             () = leadership.lost().cancelled() => return leadership.abandon().await,
@@ -312,7 +312,7 @@ async fn claim(
             Some(c)
         }
         Err(e) => {
-            shared.db_failed("claim", &e);
+            shared.db_failed(m::DbCall::Claim, &e);
             None
         }
     }
@@ -330,7 +330,7 @@ async fn next_due(
         Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
         Ok(None) => poll,
         Err(e) => {
-            shared.db_failed("next due", &e);
+            shared.db_failed(m::DbCall::NextDue, &e);
             poll
         }
     };
@@ -342,7 +342,7 @@ async fn set_listening(shared: &Shared, partition: Partition, listening: bool) -
     match shared.store.wakeup_set(partition, listening).await {
         Ok(()) => true,
         Err(e) => {
-            shared.db_failed("set wake-up", &e);
+            shared.db_failed(m::DbCall::SetWakeUp, &e);
             false
         }
     }
@@ -383,7 +383,7 @@ async fn start(
 async fn release_claim(shared: &Shared, lease: &Lease, op: &ClaimedOp) {
     metrics::counter!(m::RELEASED_CLAIMS).increment(1);
     if let Err(e) = shared.store.op_release_claim(lease, op.seq).await {
-        shared.db_failed("release claim", &e);
+        shared.db_failed(m::DbCall::ReleaseClaim, &e);
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
                 metrics::gauge!(m::IN_FLIGHT_OPS).set(stats.in_flight as f64);
                 let age = stats.oldest_pending_ms.unwrap_or(0).max(0) as f64 / 1000.0;
                 metrics::gauge!(m::OLDEST_PENDING_AGE).set(age);
+                metrics::gauge!(m::REJECTIONS_LAST_HOUR).set(stats.rejections_last_hour as f64);
             }
             Err(e) => tracing::warn!(error = %e, "could not read the outbox's counts"),
         }

@@ -67,7 +67,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
                     }
                 }
             }
-            Err(e) => shared.db_failed("heartbeat", &e),
+            Err(e) => shared.db_failed(m::DbCall::Heartbeat, &e),
         }
         tokio::select! {
             () = stop.cancelled() => break,

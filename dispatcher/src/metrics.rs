@@ -52,8 +52,248 @@ pub const PARTITIONS_LED: &str = "outbox_partitions_led";
 pub const INSTANCES: &str = "outbox_dispatcher_instances";
 /// Ops purged by retention.
 pub const PURGED: &str = "outbox_purged_total";
-/// Database errors seen by the loop, by `operation`.
+/// Database errors seen by the loop, by `operation` (a [`DbCall`]).
 pub const DB_ERRORS: &str = "outbox_database_errors_total";
+/// Enqueues refused (stale, expired or no lease) in the last hour, from the database.
+pub const REJECTIONS_LAST_HOUR: &str = "outbox_enqueue_rejections_last_hour";
+
+/// The database calls whose failures [`DB_ERRORS`] counts, by the `operation` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbCall {
+    /// Trying for a partition lease.
+    AcquireLease,
+    /// Recording the partition count on a won lease.
+    RecordPartitionCount,
+    /// Re-queueing what older tokens left in flight.
+    RequeueAbandoned,
+    /// Claiming due ops.
+    Claim,
+    /// Reading when the next op is due.
+    NextDue,
+    /// Asking for (or declining) enqueue notifications.
+    SetWakeUp,
+    /// Giving back a claim that was not attempted.
+    ReleaseClaim,
+    /// Recording completions.
+    Complete,
+    /// The membership heartbeat.
+    Heartbeat,
+}
+
+impl DbCall {
+    /// Every call, for registering their series at start.
+    pub const ALL: [DbCall; 9] = [
+        DbCall::AcquireLease,
+        DbCall::RecordPartitionCount,
+        DbCall::RequeueAbandoned,
+        DbCall::Claim,
+        DbCall::NextDue,
+        DbCall::SetWakeUp,
+        DbCall::ReleaseClaim,
+        DbCall::Complete,
+        DbCall::Heartbeat,
+    ];
+
+    /// The `operation` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DbCall::AcquireLease => "acquire partition lease",
+            DbCall::RecordPartitionCount => "record the partition count",
+            DbCall::RequeueAbandoned => "requeue abandoned ops",
+            DbCall::Claim => "claim",
+            DbCall::NextDue => "next due",
+            DbCall::SetWakeUp => "set wake-up",
+            DbCall::ReleaseClaim => "release claim",
+            DbCall::Complete => "complete",
+            DbCall::Heartbeat => "heartbeat",
+        }
+    }
+}
+
+/// Every metric: its name, kind and `# HELP` text.
+const HELP: &[(&str, Kind, &str)] = &[
+    (
+        ATTEMPTS,
+        Kind::Counter,
+        "Attempts, by destination and outcome (delivered, failed, unknown).",
+    ),
+    (DELIVERED, Kind::Counter, "Ops delivered, by destination."),
+    (
+        DEAD,
+        Kind::Counter,
+        "Ops that became dead (kept for operators), by destination.",
+    ),
+    (RETRIES, Kind::Counter, "Retries scheduled, by destination."),
+    (
+        STALE_COMPLETIONS,
+        Kind::Counter,
+        "Completions discarded because this dispatcher no longer held the claim or the partition lease (G9).",
+    ),
+    (
+        UNRECORDABLE_COMPLETIONS,
+        Kind::Counter,
+        "Completions the database refused; the op stays in flight until the next leader re-queues it.",
+    ),
+    (
+        INVALID_OPS,
+        Kind::Counter,
+        "Claimed ops not sent because their row broke a rule (made dead), by destination.",
+    ),
+    (
+        LOOP_PANICS,
+        Kind::Counter,
+        "Dispatcher loops restarted after a panic, by loop.",
+    ),
+    (
+        REQUEUED,
+        Kind::Counter,
+        "Ops re-queued after an older dispatcher left them in flight (they may have been sent).",
+    ),
+    (
+        RELEASED_CLAIMS,
+        Kind::Counter,
+        "Claims given back unattempted (destination full or rate limited, lease window too short).",
+    ),
+    (
+        ATTEMPT_DURATION,
+        Kind::Histogram,
+        "Attempt duration in seconds, by destination.",
+    ),
+    (
+        DELIVERY_LATENCY,
+        Kind::Histogram,
+        "Enqueue (commit) to delivery (answer) in seconds, by destination.",
+    ),
+    (
+        IN_FLIGHT,
+        Kind::Gauge,
+        "Attempts this process has in flight now, by destination.",
+    ),
+    (
+        PENDING_OPS,
+        Kind::Gauge,
+        "Ops pending in the outbox (due or not), from the database.",
+    ),
+    (
+        IN_FLIGHT_OPS,
+        Kind::Gauge,
+        "Ops in flight in the outbox (every dispatcher), from the database.",
+    ),
+    (
+        OLDEST_PENDING_AGE,
+        Kind::Gauge,
+        "How long the oldest pending op has waited since it was enqueued, in seconds.",
+    ),
+    (
+        SUPERSEDED,
+        Kind::Counter,
+        "Pending ops dropped because their token was no longer the newest.",
+    ),
+    (
+        UNROUTED,
+        Kind::Gauge,
+        "Pending ops whose destination is not configured, by destination.",
+    ),
+    (
+        LEADER,
+        Kind::Gauge,
+        "1 while this process leads the partition, 0 while standby.",
+    ),
+    (
+        PARTITIONS_LED,
+        Kind::Gauge,
+        "How many partitions this process leads.",
+    ),
+    (
+        INSTANCES,
+        Kind::Gauge,
+        "Live dispatcher processes in the membership table (this one included).",
+    ),
+    (PURGED, Kind::Counter, "Finished ops purged by retention."),
+    (
+        DB_ERRORS,
+        Kind::Counter,
+        "Database calls that failed (and are retried), by operation.",
+    ),
+    (
+        REJECTIONS_LAST_HOUR,
+        Kind::Gauge,
+        "Enqueues refused (stale, expired or no lease) in the last hour, from the database.",
+    ),
+];
+
+/// A metric's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Gives every metric its `# HELP` text and a series from the start, so dashboards and alerts
+/// work before the first event: counters at zero, labelled by each of `destinations` (every
+/// outcome), each of the `partitions` partitions' loops and every [`DbCall`]. Registering adds
+/// zero and never resets a series (in-process tests start several dispatchers).
+pub(crate) fn register(destinations: &[String], partitions: u32) {
+    for (name, kind, help) in HELP {
+        match kind {
+            Kind::Counter => metrics::describe_counter!(*name, *help),
+            Kind::Gauge => metrics::describe_gauge!(*name, *help),
+            Kind::Histogram => metrics::describe_histogram!(*name, *help),
+        }
+    }
+    use outbox_store::AttemptOutcome as O;
+    for d in destinations {
+        for outcome in [O::Delivered, O::Failed, O::Unknown] {
+            metrics::counter!(ATTEMPTS, "destination" => d.clone(), "outcome" => outcome.as_str())
+                .increment(0);
+        }
+        for name in [DELIVERED, DEAD, RETRIES, INVALID_OPS] {
+            metrics::counter!(name, "destination" => d.clone()).increment(0);
+        }
+        for name in [ATTEMPT_DURATION, DELIVERY_LATENCY] {
+            let _ = metrics::histogram!(name, "destination" => d.clone());
+        }
+        metrics::gauge!(IN_FLIGHT, "destination" => d.clone()).increment(0.0);
+    }
+    for name in [
+        STALE_COMPLETIONS,
+        UNRECORDABLE_COMPLETIONS,
+        REQUEUED,
+        RELEASED_CLAIMS,
+        SUPERSEDED,
+        PURGED,
+    ] {
+        metrics::counter!(name).increment(0);
+    }
+    for name in [
+        PENDING_OPS,
+        IN_FLIGHT_OPS,
+        OLDEST_PENDING_AGE,
+        PARTITIONS_LED,
+        INSTANCES,
+        REJECTIONS_LAST_HOUR,
+    ] {
+        metrics::gauge!(name).increment(0.0);
+    }
+    metrics::gauge!(UNROUTED, "destination" => "(other)").increment(0.0);
+    for p in 0..partitions {
+        metrics::gauge!(LEADER, "partition" => p.to_string()).increment(0.0);
+        let lease = format!("{}{p}", outbox_store::Partition::LEASE_PREFIX);
+        metrics::counter!(LOOP_PANICS, "loop" => lease).increment(0);
+    }
+    metrics::counter!(LOOP_PANICS, "loop" => "housekeeping").increment(0);
+    for call in DbCall::ALL {
+        metrics::counter!(DB_ERRORS, "operation" => call.as_str()).increment(0);
+    }
+}
+
+/// The histograms' bucket bounds, in seconds: attempts take milliseconds to a timeout,
+/// enqueue-to-delivery can take retries and hours.
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+    3600.0, 21600.0,
+];
 
 /// The process-wide recorder; installed on first use (in-process tests start several
 /// dispatchers, and a process has one global recorder).
@@ -61,7 +301,11 @@ pub fn handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            // Histograms, not summaries: buckets add up across instances in PromQL.
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(BUCKETS)
+                .expect("the buckets are not empty")
+                .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (an embedding application); then
             // this handle renders an empty page rather than stealing it.
@@ -69,4 +313,38 @@ pub fn handle() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17, item 2: every metric is on the page from the start, with its help text, and
+    /// the per-destination ones for each configured destination.
+    #[test]
+    fn every_metric_is_exported_from_the_start() {
+        let handle = handle();
+        register(&["ledger".to_owned()], 3);
+        let page = handle.render();
+        for (name, _, _) in HELP {
+            assert!(
+                page.contains(&format!("# HELP {name} ")),
+                "{name} has no help"
+            );
+            assert!(
+                page.lines()
+                    .any(|l| l.starts_with(name) && !l.starts_with('#')),
+                "{name} has no series"
+            );
+        }
+        for series in [
+            "outbox_attempts_total{destination=\"ledger\",outcome=\"failed\"} 0",
+            "outbox_dead_total{destination=\"ledger\"} 0",
+            "outbox_partition_leader{partition=\"2\"} 0",
+            "outbox_database_errors_total{operation=\"claim\"} 0",
+            "outbox_attempt_duration_seconds_count{destination=\"ledger\"} 0",
+        ] {
+            assert!(page.contains(series), "{series} in\n{page}");
+        }
+    }
 }

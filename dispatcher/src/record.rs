@@ -158,7 +158,7 @@ async fn complete_retrying(
                     .collect());
             }
             Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
-                shared.db_failed("complete", &outbox_store::Error::Store(e));
+                shared.db_failed(m::DbCall::Complete, &outbox_store::Error::Store(e));
                 if trust.is_lost() {
                     tracing::warn!(
                         count = completions.len(),

@@ -224,8 +224,9 @@ impl Shared {
         self.ready.store(true, Ordering::Relaxed);
     }
 
-    pub(crate) fn db_failed(&self, operation: &'static str, e: &outbox_store::Error) {
+    pub(crate) fn db_failed(&self, call: m::DbCall, e: &outbox_store::Error) {
         self.ready.store(false, Ordering::Relaxed);
+        let operation = call.as_str();
         metrics::counter!(m::DB_ERRORS, "operation" => operation).increment(1);
         tracing::warn!(operation, error = %e, "database call failed; retrying");
     }

@@ -230,6 +230,8 @@ pub struct OpStats {
     pub in_flight: i64,
     /// Milliseconds the oldest pending op has waited since it was enqueued.
     pub oldest_pending_ms: Option<i64>,
+    /// Enqueues refused (stale, expired or no lease) in the last hour.
+    pub rejections_last_hour: i64,
 }
 
 /// The result of a claim.

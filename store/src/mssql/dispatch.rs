@@ -98,6 +98,7 @@ impl MsStore {
             pending: r.col("pending")?,
             in_flight: r.col("in_flight")?,
             oldest_pending_ms: r.col("oldest_pending_ms")?,
+            rejections_last_hour: r.col("rejections_last_hour")?,
         })
     }
 

@@ -126,6 +126,7 @@ impl PgStore {
             pending: r.col("pending")?,
             in_flight: r.col("in_flight")?,
             oldest_pending_ms: r.col("oldest_pending_ms")?,
+            rejections_last_hour: r.col("rejections_last_hour")?,
         })
     }
 
