@@ -21,8 +21,22 @@ struct Args {
     /// or after the subcommand (`check-config --config FILE`).
     #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<std::path::PathBuf>,
+    /// Log lines on stderr as `text` (for people) or `json` (one object a line, for log
+    /// pipelines). `RUST_LOG` filters them, e.g. `info,outbox_dispatcher=debug`. Neither ever
+    /// holds an op's body or a header's value.
+    #[arg(long, env = "OUTBOX_LOG_FORMAT", global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines, coloured on a terminal.
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,7 +57,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     let demo = matches!(args.command, Some(Command::Demo { .. }));
     // The demo tells its own story on stdout; only errors are logged beside it.
-    init_tracing(if demo { "error" } else { "info" });
+    init_tracing(if demo { "error" } else { "info" }, args.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     match run(args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -110,18 +124,16 @@ async fn signals(shutdown: CancellationToken) {
     std::process::exit(130);
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `default_level`), `OUTBOX_LOG_FORMAT=json` for
-/// JSON lines.
-fn init_tracing(default_level: &str) {
+/// Logs to stderr in `format`; `RUST_LOG` filters (default `default_level`).
+fn init_tracing(default_level: &str, format: LogFormat) {
     use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    if std::env::var("OUTBOX_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
     }
 }
