@@ -47,6 +47,10 @@ echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, 
 cargo build --locked -p outbox-bench -p outbox-dispatcher
 target/debug/outbox-bench all --quick
 
+echo "== ops/ checks (promtool, systemd-analyze, kubernetes-validate, dashboard, metric names; ops/README.md)"
+cargo build --locked -p outboxctl
+bash ops/check-ops.sh
+
 # The SQL API examples (examples/python, examples/node) are real programs that
 # dispatcher/tests/sql_workers.rs runs: their dependencies, pinned, before cargo test.
 echo "== examples: psycopg into target/examples-venv, npm ci in examples/node"
