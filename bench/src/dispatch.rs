@@ -14,7 +14,7 @@ use outbox_producer::{Operation, Outbox};
 use outbox_store::request::DEFAULT_MAX_BODY_BYTES;
 use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceName, Store};
 
-use crate::enqueue::insert_plain_batch;
+use crate::enqueue::{Layout, insert_plain_batch};
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, dispatcher_store, store};
 
@@ -35,7 +35,7 @@ pub(crate) async fn serve_204(port: u16) -> anyhow::Result<()> {
 }
 
 /// A child process, killed when dropped.
-struct Process(Child);
+pub(crate) struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
@@ -45,6 +45,14 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// An error when the process has exited already.
+    pub(crate) fn ensure_running(&mut self, what: &str) -> anyhow::Result<()> {
+        match self.0.try_wait()? {
+            None => Ok(()),
+            Some(status) => anyhow::bail!("{what} exited early ({status}); its stderr is above"),
+        }
+    }
+
     /// Peak resident memory (VmHWM) in MiB, from /proc.
     fn peak_rss_mib(&self) -> f64 {
         let status =
@@ -78,12 +86,19 @@ async fn wait_for_port(port: u16) -> anyhow::Result<()> {
 
 /// Starts the 204 destination process; returns it and its base URL.
 async fn destination() -> anyhow::Result<(Process, String)> {
+    destination_process(&["serve-204"]).await
+}
+
+/// Starts this binary with `args` (a hidden destination subcommand) and `--port` on a free
+/// port; returns the process and its base URL once it listens.
+pub(crate) async fn destination_process(args: &[&str]) -> anyhow::Result<(Process, String)> {
     let port = free_port()?;
     let child = Command::new(std::env::current_exe()?)
-        .args(["serve-204", "--port", &port.to_string()])
+        .args(args)
+        .args(["--port", &port.to_string()])
         .stdin(Stdio::null())
         .spawn()
-        .context("start the 204 destination")?;
+        .with_context(|| format!("start the destination ({})", args.join(" ")))?;
     let process = Process(child);
     wait_for_port(port).await?;
     Ok((process, format!("http://127.0.0.1:{port}")))
@@ -96,12 +111,6 @@ fn dispatcher(
     poll: &str,
     config_dir: &tempfile::TempDir,
 ) -> anyhow::Result<Process> {
-    let exe = std::env::current_exe()?.with_file_name("outbox-dispatcher");
-    anyhow::ensure!(
-        exe.exists(),
-        "{} is missing: build it with `cargo build --release -p outbox-dispatcher`",
-        exe.display()
-    );
     let path = config_dir.path().join("dispatcher.toml");
     std::fs::write(
         &path,
@@ -111,9 +120,20 @@ fn dispatcher(
             db.url
         ),
     )?;
+    spawn_dispatcher(&path)
+}
+
+/// Starts the dispatcher binary with the configuration file at `path`.
+pub(crate) fn spawn_dispatcher(path: &std::path::Path) -> anyhow::Result<Process> {
+    let exe = std::env::current_exe()?.with_file_name("outbox-dispatcher");
+    anyhow::ensure!(
+        exe.exists(),
+        "{} is missing: build it with `cargo build --release -p outbox-dispatcher`",
+        exe.display()
+    );
     let child = Command::new(exe)
         .arg("--config")
-        .arg(&path)
+        .arg(path)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .spawn()?;
@@ -121,7 +141,7 @@ fn dispatcher(
 }
 
 /// Counts ops in `state`.
-async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
+pub(crate) async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
     Ok(match pool {
         Plain::Postgres(p) => {
             sqlx::query_scalar("SELECT count(*) FROM outbox_ops WHERE state = $1")
@@ -151,7 +171,7 @@ async fn fill(db: &Db, n: usize) -> anyhow::Result<()> {
     let mut b = 0;
     while done < n {
         let size = (n - done).min(1_000);
-        insert_plain_batch(&pool, b, size, false).await?;
+        insert_plain_batch(&pool, b, size, Layout::Unordered).await?;
         done += size;
         b += 1;
     }

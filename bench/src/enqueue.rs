@@ -223,22 +223,35 @@ async fn plain_batches(db: &Db, batches: usize) -> anyhow::Result<f64> {
     let pool = Plain::connect(db, 2).await?;
     let started = Instant::now();
     for b in 0..batches {
-        insert_plain_batch(&pool, b, BATCH, true).await?;
+        insert_plain_batch(&pool, b, BATCH, Layout::Ordered).await?;
     }
     Ok((batches * BATCH) as f64 / started.elapsed().as_secs_f64())
 }
 
-/// Inserts `n` op rows of batch `b` in one plain statement; ordered by their resource, or
-/// unordered.
+/// How the ops of a plain batch are keyed, which decides their partition slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// Ordered by their resource (the order key), so all in the resource's slot.
+    Ordered,
+    /// Unordered, but all in the resource's slot: one partition's worth, for the fills that
+    /// a single partition drains.
+    Unordered,
+    /// Unordered, each in its own id's slot as the producer places unordered ops: spread
+    /// evenly over every partition.
+    Spread,
+}
+
+/// Inserts `n` op rows of batch `b` in one plain statement, keyed as `layout` says.
 pub(crate) async fn insert_plain_batch(
     pool: &Plain,
     b: usize,
     n: usize,
-    ordered: bool,
+    layout: Layout,
 ) -> anyhow::Result<()> {
     let resource = format!("bench:{}", b % RESOURCES);
-    let order_key = ordered.then(|| resource.clone());
+    let order_key = (layout == Layout::Ordered).then(|| resource.clone());
     let order = OrderKey::from(&ResourceName::new(resource.as_str())?);
+    let slot_key = (layout != Layout::Spread).then_some(&order);
     let ops: Vec<(uuid::Uuid, String, Operation)> = (0..n)
         .map(|i| {
             let key = format!("pb-{b}-{i}");
@@ -247,7 +260,7 @@ pub(crate) async fn insert_plain_batch(
         .collect();
     let slots: Vec<i32> = ops
         .iter()
-        .map(|(id, _, _)| partition_slot(Some(&order), *id))
+        .map(|(id, _, _)| partition_slot(slot_key, *id))
         .collect();
     match &pool {
         Plain::Postgres(p) => {

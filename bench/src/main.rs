@@ -4,9 +4,11 @@
 //! the spread and the ratio against a baseline measured in the same run.
 //! Machines are shared and noisy: compare ratios, not absolute figures.
 
+mod destination;
 mod dispatch;
 mod enqueue;
 mod enqueue_sql;
+mod instances;
 mod report;
 mod target;
 
@@ -41,9 +43,28 @@ struct Args {
     /// Small sizes and one run: a smoke test that finishes in under a minute.
     #[arg(long, global = true)]
     quick: bool,
-    /// Backlog size for `dispatch` (default 200000).
+    /// Backlog size for `dispatch` (default 200000; with `--instances` 20000, a quarter of it
+    /// under each destination limit).
     #[arg(long, global = true)]
     backlog: Option<usize>,
+}
+
+/// The options of `dispatch`.
+#[derive(Debug, Clone, clap::Args)]
+struct DispatchArgs {
+    /// Scale-out instead: drain one backlog with each of these numbers of dispatcher processes
+    /// sharing 8 partitions (32 in flight each) into a destination that answers after 20 ms,
+    /// then again under a destination limit below one process's capacity, which must hold.
+    /// Alone, 1,2,3. PostgreSQL (and SQL Server) only.
+    #[arg(
+        long,
+        value_name = "N,N,..",
+        value_delimiter = ',',
+        num_args = 0..=1,
+        default_missing_value = "1,2,3",
+        value_parser = clap::value_parser!(u32).range(1..=8)
+    )]
+    instances: Option<Vec<u32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,8 +85,8 @@ enum Scenario {
     /// The SQL API's outbox.enqueue from 16 connections vs the Rust enqueue (PostgreSQL).
     EnqueueSql,
     /// Drain a backlog with the real dispatcher to a local 204 server vs the claim+complete
-    /// SQL loop and vs the server's own request rate.
-    Dispatch,
+    /// SQL loop and vs the server's own request rate (with --instances: scale-out).
+    Dispatch(DispatchArgs),
     /// Enqueue-commit to destination-receipt latency at a fixed offered rate.
     Latency,
     /// Claim+complete cost per op at 10k vs 1M pending (and with 1M delivered rows kept).
@@ -77,6 +98,15 @@ enum Scenario {
     Serve204 {
         #[arg(long)]
         port: u16,
+    },
+    /// (internal) The destination of `dispatch --instances`: 204 after --delay-ms on --port,
+    /// its peak concurrency and arrival times on GET /_bench/seen.
+    #[command(hide = true, name = "serve-delay")]
+    ServeDelay {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        delay_ms: u64,
     },
 }
 
@@ -90,8 +120,12 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    if let Scenario::Serve204 { port } = args.scenario {
-        return dispatch::serve_204(port).await;
+    match args.scenario {
+        Scenario::Serve204 { port } => return dispatch::serve_204(port).await,
+        Scenario::ServeDelay { port, delay_ms } => {
+            return destination::serve_delay(port, delay_ms).await;
+        }
+        _ => {}
     }
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     // SQL Server first, so a missing --mssql-url is reported before a cluster starts.
@@ -107,9 +141,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
         targets.push(Target::postgres(args.database_url.as_deref())?);
     }
     targets.extend(mssql);
-    let mut rows = Vec::new();
+    let all = matches!(args.scenario, Scenario::All);
+    // `dispatch --instances`, and in `all` a small form when quick (1 and 2 instances).
+    let scale_out = match &args.scenario {
+        Scenario::Dispatch(DispatchArgs { instances }) => instances.clone(),
+        _ if all => Some(if args.quick {
+            vec![1, 2]
+        } else {
+            vec![1, 2, 3]
+        }),
+        _ => None,
+    }
+    .map(|counts| instances::Plan::new(counts, args.backlog, args.quick));
+    let plain_dispatch = all
+        || matches!(
+            args.scenario,
+            Scenario::Dispatch(DispatchArgs { instances: None })
+        );
+    let (mut rows, mut findings) = (Vec::new(), Vec::new());
     for target in &targets {
-        let all = matches!(args.scenario, Scenario::All);
         if all || matches!(args.scenario, Scenario::Enqueue) {
             rows.extend(enqueue::enqueue(target, runs, args.quick).await?);
         }
@@ -119,11 +169,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         if all || matches!(args.scenario, Scenario::EnqueueSql) {
             rows.extend(enqueue_sql::enqueue_sql(target, runs, args.quick).await?);
         }
-        if all || matches!(args.scenario, Scenario::Dispatch) {
+        if plain_dispatch {
             let backlog = args
                 .backlog
                 .unwrap_or(if args.quick { 2_000 } else { 200_000 });
             rows.extend(dispatch::dispatch(target, runs, backlog).await?);
+        }
+        if let Some(plan) = &scale_out {
+            let (r, f) = instances::instances(target, runs, plan).await?;
+            rows.extend(r);
+            findings.extend(f);
         }
         if all || matches!(args.scenario, Scenario::Latency) {
             rows.extend(dispatch::latency(target, runs, args.quick).await?);
@@ -133,8 +188,49 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     println!("{}", report::table(&rows));
+    for f in &findings {
+        println!("{}", f.line);
+    }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
     }
+    let exceeded = findings.iter().filter(|f| f.exceeded).count();
+    anyhow::ensure!(
+        exceeded == 0,
+        "{exceeded} destination limit(s) exceeded across dispatcher instances (LIMIT EXCEEDED above)"
+    );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::{Args, DispatchArgs, Scenario};
+
+    fn instances(argv: &[&str]) -> Result<Option<Vec<u32>>, clap::Error> {
+        let args = Args::try_parse_from([&["outbox-bench", "dispatch"], argv].concat())?;
+        match args.scenario {
+            Scenario::Dispatch(DispatchArgs { instances }) => Ok(instances),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn instances_is_a_list_and_alone_means_one_two_three() {
+        assert_eq!(instances(&[]).unwrap(), None);
+        assert_eq!(instances(&["--instances"]).unwrap(), Some(vec![1, 2, 3]));
+        assert_eq!(
+            instances(&["--instances", "--quick"]).unwrap(),
+            Some(vec![1, 2, 3])
+        );
+        assert_eq!(
+            instances(&["--instances", "1,2"]).unwrap(),
+            Some(vec![1, 2])
+        );
+        assert_eq!(instances(&["--instances=3"]).unwrap(), Some(vec![3]));
+        for bad in ["0", "9", "1,x"] {
+            assert!(instances(&["--instances", bad]).is_err(), "{bad}");
+        }
+    }
 }
