@@ -1,12 +1,17 @@
 //! The real `outbox-dispatcher` binary under real faults: SIGKILL mid-attempt, two instances
-//! with SIGSTOP/SIGCONT on the leader, and (PostgreSQL) a database restart. Destinations are
-//! real HTTP servers on 127.0.0.1 recording what they receive.
+//! with SIGSTOP/SIGCONT on the leader, instances joining, crashing, pausing and leaving, and
+//! (PostgreSQL) a database restart. Destinations are real HTTP servers on 127.0.0.1 recording
+//! what they receive.
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use outbox_producer::{Operation, Outbox};
-use outbox_tests::{Receiver, Reply, TestDb, conformance, wait_until};
+use outbox_store::{OrderKey, Store, op::partition_slot};
+use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, conformance, wait_for, wait_until};
 
 /// A dispatcher process, killed if the test ends without stopping it.
 struct Dispatcher {
@@ -95,18 +100,42 @@ impl Dispatcher {
         outbox_tests::signal(&self.child, sig);
     }
 
-    /// A counter's value from this process's /metrics (0 when absent).
-    async fn counter(&self, name: &str) -> f64 {
-        let text = reqwest::get(&self.metrics)
+    /// This process's /metrics page.
+    async fn metrics_text(&self) -> String {
+        reqwest::get(&self.metrics)
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
-        text.lines()
+            .unwrap()
+    }
+
+    /// A counter's value from this process's /metrics (0 when absent).
+    async fn counter(&self, name: &str) -> f64 {
+        self.metrics_text()
+            .await
+            .lines()
             .filter(|l| l.starts_with(name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
+    }
+
+    /// The partitions this process leads now (`outbox_partition_leader{partition="p"} 1`).
+    async fn leading(&self) -> Vec<u32> {
+        let mut led: Vec<u32> = self
+            .metrics_text()
+            .await
+            .lines()
+            .filter_map(|l| {
+                let (labels, value) = l
+                    .strip_prefix("outbox_partition_leader{")?
+                    .rsplit_once(' ')?;
+                let p = labels.split("partition=\"").nth(1)?.split('"').next()?;
+                (value == "1").then(|| p.parse().ok()).flatten()
+            })
+            .collect();
+        led.sort_unstable();
+        led
     }
 
     /// SIGTERM and wait for a clean exit.
@@ -114,6 +143,17 @@ impl Dispatcher {
         self.signal("-TERM");
         let status = self.child.wait().unwrap();
         assert!(status.success(), "dispatcher exited with {status}");
+    }
+
+    /// SIGTERM and wait (polling, without blocking the runtime) for the exit.
+    async fn terminate(&mut self) -> ExitStatus {
+        self.signal("-TERM");
+        let child = &mut self.child;
+        wait_for(Duration::from_secs(30), "the dispatcher exits", || {
+            let exited = child.try_wait().unwrap();
+            async move { exited }
+        })
+        .await
     }
 }
 
@@ -352,18 +392,6 @@ async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db
     let receiver =
         Receiver::start_with(|_| Reply::status(200).after(Duration::from_millis(20))).await;
     let keys = "poll_interval = \"100ms\"\npartitions = 8\n";
-    let split = |store: outbox_store::Store| async move {
-        let mut led: Vec<u32> = store
-            .instance_list()
-            .await
-            .unwrap()
-            .iter()
-            .filter(|r| r.live)
-            .map(|r| r.led)
-            .collect();
-        led.sort_unstable();
-        led
-    };
     let total = 240;
     let producer = {
         let outbox = outbox.clone();
@@ -376,12 +404,11 @@ async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db
         })
     };
     let mut running = Vec::new();
-    for expected in [vec![8], vec![4, 4], vec![2, 3, 3]] {
+    for expected in [vec![8], vec![4, 4], vec![3, 3, 2]] {
         running.push(Dispatcher::launch(&db, &receiver, keys, &[], &[]));
         let what = format!("the leaders settle to {expected:?}");
-        wait_until(Duration::from_secs(60), &what, || {
-            let (store, expected) = (store.clone(), expected.clone());
-            async move { split(store).await == expected }
+        wait_until(Duration::from_secs(60), &what, || async {
+            split(&store).await == expected
         })
         .await;
     }
@@ -402,13 +429,508 @@ async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db
     }
 }
 
+/// How many partitions each live instance leads, as its last heartbeat said; largest first.
+async fn split(store: &Store) -> Vec<u32> {
+    let mut led: Vec<u32> = store
+        .instance_list()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.live)
+        .map(|r| r.led)
+        .collect();
+    led.sort_unstable_by(|a, b| b.cmp(a));
+    led
+}
+
+/// How long the destination holds the requests of a partition the pause below waits for:
+/// long enough to stop its leader mid-attempt, far shorter than the 3 s partition lease, so
+/// the destination has answered before the next leader can send the op again.
+const HOLD: Duration = Duration::from_millis(1000);
+
+/// `per_partition` order keys for each of `partitions` partitions, with the partition of each.
+fn order_keys(per_partition: usize, partitions: u32) -> Vec<(String, u32)> {
+    let mut taken = vec![0; partitions as usize];
+    let mut keys = Vec::new();
+    for i in 0.. {
+        if keys.len() == per_partition * partitions as usize {
+            break;
+        }
+        let key = format!("order-{i}");
+        let order_key = OrderKey::new(key.clone()).unwrap();
+        let p = partition_slot(Some(&order_key), uuid::Uuid::nil()) as u32 % partitions;
+        if taken[p as usize] < per_partition {
+            taken[p as usize] += 1;
+            keys.push((key, p));
+        }
+    }
+    keys
+}
+
+/// A producer streaming ops until stopped: bursts of 1–4 ops for one order key at a time
+/// (so a key's ops queue up and go back to back), each with its order key in `X-Order-Key`
+/// and `<order key>:<n>` as idempotency key, `n` counting each key's ops from 0.
+struct Producer {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<usize>,
+}
+
+impl Producer {
+    fn start(outbox: &Outbox, keys: Vec<String>) -> Producer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (outbox, stopped) = (outbox.clone(), stop.clone());
+        let task = tokio::spawn(async move {
+            let lease = outbox
+                .try_acquire("orders", Duration::from_secs(300))
+                .await
+                .unwrap()
+                .expect("free");
+            let mut next = vec![0u32; keys.len()];
+            let mut rng = Rng::new(0x0DE5);
+            let mut enqueued = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                let k = rng.below(keys.len() as u64) as usize;
+                for _ in 0..1 + rng.below(4) {
+                    let op = Operation::post("statements", "/v1/orders")
+                        .header("X-Order-Key", &keys[k])
+                        .json(&serde_json::json!({"order": keys[k], "n": next[k]}))
+                        .idempotency_key(format!("{}:{}", keys[k], next[k]))
+                        .order_key(&keys[k])
+                        .build()
+                        .unwrap();
+                    outbox.enqueue(&lease, &op).await.unwrap();
+                    next[k] += 1;
+                    enqueued += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            enqueued
+        });
+        Producer { stop, task }
+    }
+
+    /// Stops it; how many ops it enqueued.
+    async fn stop(self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await.expect("the producer")
+    }
+}
+
+/// The phases of a scenario, each lasting until the next one begins; a request belongs to
+/// the phase it arrived in. Also the splits the leaders settled to, as they were printed.
+struct Phases {
+    started: Instant,
+    /// Name, start, and whether it is a graceful one (nothing may be sent twice, G12).
+    list: Vec<(String, Instant, bool)>,
+    splits: Vec<String>,
+}
+
+/// What the destination received in each phase.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Per phase: requests, and requests of an idempotency key received before.
+    per_phase: Vec<(usize, usize)>,
+    /// Keys received again in a graceful phase, with the phase.
+    graceful_repeats: Vec<String>,
+    /// Distinct idempotency keys received.
+    keys: usize,
+}
+
+impl Phases {
+    fn new() -> Phases {
+        Phases {
+            started: Instant::now(),
+            list: Vec::new(),
+            splits: Vec::new(),
+        }
+    }
+
+    fn begin(&mut self, name: &str, graceful: bool) {
+        eprintln!("{:5.1}s {name}", self.secs(Instant::now()));
+        self.list.push((name.to_owned(), Instant::now(), graceful));
+    }
+
+    fn secs(&self, at: Instant) -> f64 {
+        at.duration_since(self.started).as_secs_f64()
+    }
+
+    /// Waits until the live instances lead `expected` partitions each, and says when.
+    async fn settle(&mut self, store: &Store, expected: &[u32]) {
+        let (name, since, _) = self.list.last().expect("a phase");
+        let what = format!("the leaders settle to {expected:?} after {name}");
+        wait_until(Duration::from_secs(90), &what, || async {
+            split(store).await == expected
+        })
+        .await;
+        let now = Instant::now();
+        let line = format!(
+            "split after {name}: {expected:?} at {:.1}s ({:.1}s after it)",
+            self.secs(now),
+            now.duration_since(*since).as_secs_f64()
+        );
+        eprintln!("{line}");
+        self.splits.push(line);
+    }
+
+    /// Counts the requests of each phase and those of a key received before.
+    fn tally(&self, received: &[Received]) -> Tally {
+        let mut seen = HashSet::new();
+        let mut tally = Tally {
+            per_phase: vec![(0, 0); self.list.len()],
+            ..Tally::default()
+        };
+        for r in received {
+            let phase = self
+                .list
+                .iter()
+                .rposition(|(_, s, _)| *s <= r.at)
+                .unwrap_or(0);
+            tally.per_phase[phase].0 += 1;
+            let key = r.header("idempotency-key");
+            if !seen.insert(key) {
+                tally.per_phase[phase].1 += 1;
+                let (name, _, graceful) = &self.list[phase];
+                if *graceful {
+                    tally
+                        .graceful_repeats
+                        .push(format!("{key} during {name:?}"));
+                }
+            }
+        }
+        tally.keys = seen.len();
+        tally
+    }
+
+    /// Prints the phases with their requests and repeats, and the splits.
+    fn print(&self, tally: &Tally) {
+        for ((name, at, graceful), (requests, again)) in self.list.iter().zip(&tally.per_phase) {
+            let kind = if *graceful { "graceful" } else { "fault" };
+            eprintln!(
+                "  {:5.1}s {name:<24} {kind:<8} {requests:>6} requests, {again} sent again",
+                self.secs(*at)
+            );
+        }
+        for line in &self.splits {
+            eprintln!("  {line}");
+        }
+    }
+}
+
+/// What the destination saw of one order key's requests, in arrival order.
+#[derive(Debug, Default)]
+struct Overlaps {
+    /// Consecutive requests of one order key compared.
+    pairs: usize,
+    /// Pairs whose later request arrived within 10 ms of the earlier's answer: where an
+    /// overlap would have shown.
+    back_to_back: usize,
+    /// Pairs the destination held at once: the later arrived before the earlier was let go.
+    found: Vec<String>,
+}
+
+/// Compares, per order key (`X-Order-Key`), each request with the one before it.
+fn overlaps(received: &[Received]) -> Overlaps {
+    let mut last: HashMap<&str, &Received> = HashMap::new();
+    let mut seen = Overlaps::default();
+    for r in received {
+        let key = r.header("x-order-key");
+        let Some(before) = last.insert(key, r) else {
+            continue;
+        };
+        seen.pairs += 1;
+        let done = before.done.expect("every request was let go of");
+        if done > r.at {
+            seen.found.push(format!(
+                "{key}: {} arrived {:?} before {} was let go of",
+                r.header("idempotency-key"),
+                done - r.at,
+                before.header("idempotency-key")
+            ));
+        } else if r.at - done < Duration::from_millis(10) {
+            seen.back_to_back += 1;
+        }
+    }
+    seen
+}
+
+/// Per order key, the first arrivals of its ops out of enqueue order (`<key>:<n>` must first
+/// arrive as n = 0, 1, 2, …: in order, none skipped).
+fn out_of_order(received: &[Received]) -> Vec<String> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut next: HashMap<&str, u32> = HashMap::new();
+    let mut found = Vec::new();
+    for r in received {
+        let idempotency_key = r.header("idempotency-key");
+        if !seen.insert(idempotency_key) {
+            continue;
+        }
+        let (key, n) = idempotency_key.rsplit_once(':').expect("<key>:<n>");
+        let expected = next.entry(key).or_default();
+        if n.parse::<u32>().ok() != Some(*expected) {
+            found.push(format!("{key}: {n} arrived first where {expected} was due"));
+        }
+        *expected += 1;
+    }
+    found
+}
+
+/// Stops `b` (SIGSTOP) while the destination holds one of its requests (those of its
+/// partitions are held while `held` has their bits), at a moment it holds no write lock;
+/// returns how many stops that took.
+async fn stop_mid_attempt(
+    b: &Dispatcher,
+    outbox: &Outbox,
+    receiver: &Receiver,
+    partition_of: &HashMap<String, u32>,
+    held: &AtomicU32,
+) -> u32 {
+    let mask = b.leading().await.iter().fold(0, |m, p| m | 1 << p);
+    held.store(mask, Ordering::Relaxed);
+    let of_b = |r: &Received| {
+        partition_of
+            .get(r.header("x-order-key"))
+            .is_some_and(|p| mask & (1 << p) != 0)
+    };
+    for tries in 1..=10 {
+        wait_until(
+            Duration::from_secs(60),
+            "a request of B's partitions is held at the destination",
+            || async { receiver.open().iter().any(of_b) },
+        )
+        .await;
+        b.signal("-STOP");
+        // On SQLite a process stopped inside a write transaction keeps the database's one
+        // write lock: every other writer (dispatchers, producers) waits until it resumes, and
+        // nobody can take its partitions over. That pause is not the one this test is about.
+        let probe = outbox.try_acquire("probe", Duration::from_secs(1));
+        if tokio::time::timeout(Duration::from_secs(2), probe)
+            .await
+            .is_ok()
+        {
+            held.store(0, Ordering::Relaxed);
+            return tries;
+        }
+        eprintln!("B was stopped holding the database's write lock; resumed to stop it again");
+        b.signal("-CONT");
+    }
+    panic!("B was stopped holding the write lock 10 times");
+}
+
+/// SIGTERMs `c`, which must exit 0 having released the leases of the partitions it led, so
+/// that the others lead them without waiting for them to expire; returns those partitions and
+/// how long after the exit the others led them all.
+async fn leave_gracefully(c: &mut Dispatcher, store: &Store) -> (Vec<u32>, Duration) {
+    let partitions = c.leading().await;
+    let resources: Vec<String> = partitions
+        .iter()
+        .map(|p| format!("dispatcher/{p}"))
+        .collect();
+    let owners: Vec<_> = store
+        .lease_list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|l| resources.iter().any(|r| r == l.resource.as_str()))
+        .map(|l| (l.resource, l.owner_id))
+        .collect();
+    assert_eq!(owners.len(), partitions.len(), "{partitions:?}");
+    let status = c.terminate().await;
+    assert!(status.success(), "C exited with {status}");
+    let exited = Instant::now();
+    let leases = store.lease_list().await.unwrap();
+    for (resource, owner) in &owners {
+        let row = leases.iter().find(|l| l.resource == *resource).unwrap();
+        assert!(
+            !(row.held && row.owner_id == *owner),
+            "C exited still holding {resource}: it did not release it ({row:?})"
+        );
+    }
+    wait_until(
+        Duration::from_secs(60),
+        "the others lead C's partitions",
+        || async {
+            let leases = store.lease_list().await.unwrap();
+            owners.iter().all(|(resource, owner)| {
+                let row = leases.iter().find(|l| l.resource == *resource).unwrap();
+                row.held && row.owner_id != *owner
+            })
+        },
+    )
+    .await;
+    (partitions, exited.elapsed())
+}
+
+/// Scale-out through every kind of membership change (issue 16; G8, G9, G12): dispatcher
+/// processes on 8 partitions while a producer streams bursts of ops over 24 order keys (3 a
+/// partition) to a destination answering 204 after 20–50 ms. They join one by one (8 → 4/4 →
+/// 3/3/2); one is SIGKILLed (4/4 once its leases expire) and replaced (3/3/2); one is stopped
+/// mid-attempt past its lease (4/4), resumed (its completion is discarded) and rejoins
+/// (3/3/2); one is SIGTERMed (exit 0, its leases released, 4/4). At the destination no two
+/// requests of one order key were ever open at once, each key's ops first arrived in enqueue
+/// order, and only the kill and the pause sent anything twice.
+async fn scale_out_through_joins_crashes_pauses_and_leaves_never_overlaps_an_order_key(db: TestDb) {
+    let outbox = db.outbox().await;
+    let store = outbox.store().clone();
+    let keys = order_keys(3, 8);
+    let partition_of: HashMap<String, u32> = keys.iter().cloned().collect();
+    // Requests of the partitions whose bit is set in `held` are held for HOLD.
+    let held = Arc::new(AtomicU32::new(0));
+    let receiver = {
+        let (held, partition_of) = (held.clone(), partition_of.clone());
+        let mut rng = Rng::new(0x5CA1E);
+        Receiver::start_with(move |r| {
+            let delay = match partition_of.get(r.header("x-order-key")) {
+                Some(p) if held.load(Ordering::Relaxed) & (1 << p) != 0 => HOLD,
+                _ => Duration::from_millis(20 + rng.below(31)),
+            };
+            Reply::status(204).after(delay)
+        })
+        .await
+    };
+    let producer = Producer::start(&outbox, keys.into_iter().map(|(k, _)| k).collect());
+    let dispatcher_keys = "poll_interval = \"100ms\"\npartitions = 8\n";
+    let start = || Dispatcher::launch(&db, &receiver, dispatcher_keys, &[], &[]);
+    let mut phases = Phases::new();
+
+    phases.begin("A started", true);
+    let a = start();
+    phases.settle(&store, &[8]).await;
+    phases.begin("B joined", true);
+    let b = start();
+    phases.settle(&store, &[4, 4]).await;
+    phases.begin("C joined", true);
+    let mut c = start();
+    phases.settle(&store, &[3, 3, 2]).await;
+
+    // A crash: the others take A's partitions once its leases expire.
+    phases.begin("A was SIGKILLed", false);
+    a.signal("-KILL");
+    drop(a);
+    phases.settle(&store, &[4, 4]).await;
+    phases.begin("D joined, replacing A", true);
+    let d = start();
+    phases.settle(&store, &[3, 3, 2]).await;
+
+    // A pause past the lease, mid-attempt: the others take B's partitions over; resumed, B's
+    // completions are discarded (G9) and it rejoins.
+    phases.begin("B was SIGSTOPped", false);
+    let stops = stop_mid_attempt(&b, &outbox, &receiver, &partition_of, &held).await;
+    phases.settle(&store, &[4, 4]).await;
+    phases.begin("B was SIGCONTinued", false);
+    b.signal("-CONT");
+    let discarded = wait_for(
+        Duration::from_secs(30),
+        "B's completion was discarded",
+        || async {
+            let n = b.counter("outbox_stale_completions_total").await;
+            (n >= 1.0).then_some(n)
+        },
+    )
+    .await;
+    phases.settle(&store, &[3, 3, 2]).await;
+
+    phases.begin("C was SIGTERMed", true);
+    let (c_partitions, taken) = leave_gracefully(&mut c, &store).await;
+    phases.settle(&store, &[4, 4]).await;
+
+    phases.begin("the producer stopped", true);
+    let total = producer.stop().await;
+    all_delivered(&db, total).await;
+    wait_until(
+        Duration::from_secs(30),
+        "the destination holds nothing open",
+        || async { receiver.open().is_empty() },
+    )
+    .await;
+    let received = receiver.received();
+    let overlapping = overlaps(&received);
+    let disordered = out_of_order(&received);
+    let tally = phases.tally(&received);
+    eprintln!(
+        "scale-out summary ({:?}): {total} ops over {} order keys, {} requests, {} keys sent; \
+         {} pairs of consecutive requests of one order key checked ({} back to back), \
+         overlaps: {}; first arrivals out of order: {}; B discarded {discarded} completions \
+         ({stops} stop(s) to miss a write lock); C's partitions {c_partitions:?} were led \
+         again {:.1}s after it exited",
+        db.kind(),
+        partition_of.len(),
+        received.len(),
+        tally.keys,
+        overlapping.pairs,
+        overlapping.back_to_back,
+        overlapping.found.len(),
+        disordered.len(),
+        taken.as_secs_f64()
+    );
+    phases.print(&tally);
+    assert!(
+        overlapping.found.is_empty(),
+        "two requests of one order key were open at once (G8, G12): {:?}",
+        overlapping.found
+    );
+    assert!(
+        disordered.is_empty(),
+        "out of enqueue order (G8): {disordered:?}"
+    );
+    assert!(
+        tally.graceful_repeats.is_empty(),
+        "sent again during a graceful phase (G12): {:?}",
+        tally.graceful_repeats
+    );
+    assert_eq!(tally.keys, total, "every op reached the destination");
+    b.stop();
+    d.stop();
+}
+
 conformance!(
     g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
     g9_a_paused_leader_is_replaced_and_its_completion_is_discarded,
     g12_a_dispatcher_of_another_partition_count_refuses_to_serve,
     membership_dispatchers_register_lead_and_leave,
     scale_out_three_dispatchers_settle_to_a_fair_split_without_resending,
+    scale_out_through_joins_crashes_pauses_and_leaves_never_overlaps_an_order_key,
 );
+
+/// The scale-out test's checks see what they exist to catch: two requests of one order key
+/// open at once, and a key's ops first arriving out of enqueue order.
+#[test]
+fn the_order_key_checks_see_an_overlap_and_a_reordering() {
+    let t0 = Instant::now();
+    let ms = |n: u64| t0 + Duration::from_millis(n);
+    let request = |key: &str, n: u32, at: Instant, done: Instant| Received {
+        method: "POST".to_owned(),
+        path: "/v1/orders".to_owned(),
+        headers: HashMap::from([
+            ("x-order-key".to_owned(), key.to_owned()),
+            ("idempotency-key".to_owned(), format!("{key}:{n}")),
+        ]),
+        body: Vec::new(),
+        at,
+        status: 204,
+        delay: done - at,
+        done: Some(done),
+    };
+    let apart = [
+        request("a", 0, ms(0), ms(30)),
+        request("b", 0, ms(10), ms(40)),
+        request("a", 1, ms(30), ms(60)),
+        request("a", 1, ms(100), ms(130)),
+    ];
+    let seen = overlaps(&apart);
+    assert_eq!((seen.pairs, seen.back_to_back, seen.found.len()), (2, 1, 0));
+    assert!(out_of_order(&apart).is_empty());
+
+    let at_once = [
+        request("a", 0, ms(0), ms(30)),
+        request("a", 0, ms(20), ms(50)),
+    ];
+    assert_eq!(overlaps(&at_once).found.len(), 1);
+    let reordered = [
+        request("a", 1, ms(0), ms(30)),
+        request("a", 0, ms(40), ms(70)),
+    ];
+    assert_eq!(out_of_order(&reordered).len(), 2);
+}
 
 /// PostgreSQL restarts under a running dispatcher: it reconnects, loses nothing, and LISTEN
 /// resumes (the poll interval is 30 s, so prompt deliveries after the restart prove it).
@@ -714,8 +1236,9 @@ async fn g12_a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb
     assert_eq!(refused.status.code(), Some(1), "{stderr}");
     for words in [
         "dispatcher.partitions is 2",
+        "the partition count in force is 1 (set by dispatcher",
         "dispatcher/0 is held with partitions = 1",
-        "stop every dispatcher",
+        "Set dispatcher.partitions = 1 here",
     ] {
         assert!(stderr.contains(words), "{words:?} in {stderr}");
     }

@@ -1,6 +1,7 @@
 //! The chaos checker: from the workers' logs, the outbox table and what the destination
 //! received, counts what a correct system must keep at zero (lost, stale and unexpected sends,
-//! order violations, differing duplicates) and what the run must have exercised.
+//! order violations, differing duplicates, unclean graceful leaves) and what the run must have
+//! exercised (membership changes too, in the variant that makes them).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -143,7 +144,7 @@ pub(crate) struct StoredOp {
 }
 
 /// The faults the driver injected.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Faults {
     /// Workers stopped past their lease.
     pub(crate) pauses: usize,
@@ -153,6 +154,81 @@ pub(crate) struct Faults {
     pub(crate) dispatcher_pauses: usize,
     /// Database server restarts.
     pub(crate) database_restarts: usize,
+    /// What the membership variant did to the dispatchers; `None` in the other runs.
+    pub(crate) membership: Option<Membership>,
+}
+
+/// The membership variant's changes: instances joining, leaving gracefully and starting again,
+/// and the split of the partitions the driver saw as it changed.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Membership {
+    /// Instances started while another ran (the second and the third).
+    pub(crate) joined: usize,
+    /// Graceful leaves (SIGTERM) that exited 0.
+    pub(crate) left: usize,
+    /// Graceful leaves that did not exit 0, or not in time: how each ended.
+    pub(crate) unclean_leaves: Vec<String>,
+    /// Instances started again after a graceful leave.
+    pub(crate) rejoined: usize,
+    /// The partitions each live instance led (largest first), every time the driver saw it
+    /// change, from the membership table.
+    pub(crate) splits: Vec<Vec<u32>>,
+}
+
+impl Membership {
+    /// How many live instances led a partition at once, at most.
+    pub(crate) fn most_leaders(&self) -> usize {
+        let leaders = |s: &Vec<u32>| s.iter().filter(|n| **n > 0).count();
+        self.splits.iter().map(leaders).max().unwrap_or(0)
+    }
+
+    /// What the run must have exercised: (what, count) pairs that must not be zero.
+    fn exercised(&self) -> [(&'static str, usize); 5] {
+        [
+            ("joins", self.joined),
+            ("graceful leaves", self.left + self.unclean_leaves.len()),
+            ("starts after a leave", self.rejoined),
+            ("split changes", self.splits.len().saturating_sub(1)),
+            (
+                "splits with three leaders",
+                usize::from(self.most_leaders() >= 3),
+            ),
+        ]
+    }
+}
+
+impl fmt::Display for Membership {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown: Vec<String> = self
+            .splits
+            .iter()
+            .take(16)
+            .map(|s| format!("{s:?}"))
+            .collect();
+        let more = self.splits.len().saturating_sub(shown.len());
+        write!(
+            f,
+            "  (g) membership: {} joins, {} graceful leaves ({} exited 0), {} starts after a leave, \
+             at most {} leaders at once; split changed {} times: {}{} [{}]",
+            self.joined,
+            self.left + self.unclean_leaves.len(),
+            self.left,
+            self.rejoined,
+            self.most_leaders(),
+            self.splits.len().saturating_sub(1),
+            shown.join(" → "),
+            if more > 0 {
+                format!(" → … ({more} more)")
+            } else {
+                String::new()
+            },
+            if self.unclean_leaves.is_empty() && self.exercised().iter().all(|(_, n)| *n > 0) {
+                "ok"
+            } else {
+                "FAILED"
+            }
+        )
+    }
 }
 
 /// Everything the checker reads.
@@ -232,7 +308,7 @@ impl Report {
             workers: evidence.workers.len(),
             requests: evidence.requests.len(),
             failed_attempts: evidence.failed_attempts,
-            faults: evidence.faults,
+            faults: evidence.faults.clone(),
             ..Report::default()
         };
         let ix = r.tally(evidence);
@@ -453,6 +529,9 @@ impl Report {
         zero("(c) unexpected", &self.unexpected);
         zero("(d) out of order", &self.out_of_order);
         zero("(e) differing duplicates", &self.differing_duplicates);
+        if let Some(m) = &self.faults.membership {
+            zero("(g) graceful leaves that did not exit 0", &m.unclean_leaves);
+        }
         for (what, count) in [
             ("stale rejections", self.stale),
             ("dispatcher restarts", self.faults.dispatcher_restarts),
@@ -460,6 +539,13 @@ impl Report {
         ] {
             if count == 0 {
                 problems.push(format!("(f) {what} = 0: the run did not exercise it"));
+            }
+        }
+        if let Some(m) = &self.faults.membership {
+            for (what, count) in m.exercised() {
+                if count == 0 {
+                    problems.push(format!("(g) {what} = 0: the run did not exercise it"));
+                }
             }
         }
         problems
@@ -542,6 +628,10 @@ impl fmt::Display for Report {
             self.faults.dispatcher_pauses,
             self.faults.database_restarts,
             if exercised { "ok" } else { "FAILED" }
-        )
+        )?;
+        if let Some(m) = &self.faults.membership {
+            write!(f, "\n{m}")?;
+        }
+        Ok(())
     }
 }

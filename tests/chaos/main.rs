@@ -6,10 +6,17 @@
 //! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
 //! the faults really happened.
 //!
-//! `CHAOS_SECONDS` (default 60, at least 15) sets how long the faults go on, for longer soaks;
-//! `CHAOS_SEED` replaces the fixed seed of the driver, the workers and the destination.
+//! The membership variant (`*_membership`) runs the same faults with up to three dispatchers
+//! on four partitions: one at first, a second and a third joining over time, one leaving
+//! gracefully (SIGTERM, exit 0) and starting again; the checker also proves those changes
+//! happened (the split changed, three instances led at once, a leave and a start again).
+//!
+//! `CHAOS_SECONDS` (default 60, 40 for the membership variant; at least 15) sets how long the
+//! faults go on, for longer soaks; `CHAOS_SEED` replaces the fixed seed of the driver, the
+//! workers and the destination.
 
 mod check;
+mod membership;
 mod procs;
 
 use std::path::Path;
@@ -18,13 +25,14 @@ use std::time::{Duration, Instant};
 use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
 
 use check::{Evidence, Faults, Report, STALL, StoredOp, WorkerLog};
+use membership::Fleet;
 use procs::{Dispatcher, Worker, WorkerSpec};
 
 /// The seed of every random choice when `CHAOS_SEED` is not set.
 const SEED: u64 = 0x5EED_0007;
 /// Worker processes.
 const WORKERS: usize = 6;
-/// Dispatcher instances: a leader and a standby.
+/// Dispatcher instances of the standby run: a leader and a standby.
 const DISPATCHERS: usize = 2;
 /// The dispatchers' partition lease; their pauses last longer than this.
 const DISPATCHER_LEASE: Duration = Duration::from_secs(3);
@@ -72,35 +80,70 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// Which dispatchers a run has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// A leader and a standby on one partition, from start to end.
+    Standby,
+    /// Up to three instances on [`membership::PARTITIONS`] partitions, joining and leaving.
+    Membership,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite() {
-    chaos("sqlite", TestDb::sqlite().await, false).await;
+    chaos("sqlite", TestDb::sqlite().await, false, Variant::Standby).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    match TestDb::postgres_own_cluster().await {
-        Some(db) => chaos("postgres", db, true).await,
-        None => {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr().lock(),
-                b"chaos: the database restart is skipped: DATABASE_URL names a server this test cannot restart\n",
-            );
-            chaos("postgres", TestDb::postgres().await, false).await;
-        }
-    }
+    on_postgres(Variant::Standby).await;
 }
 
 /// The same run on SQL Server, without the database restart: the tests do not run that server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
 async fn mssql() {
-    chaos("mssql", TestDb::mssql().await, false).await;
+    chaos("mssql", TestDb::mssql().await, false, Variant::Standby).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_membership() {
+    chaos("sqlite", TestDb::sqlite().await, false, Variant::Membership).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_membership() {
+    on_postgres(Variant::Membership).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
+async fn mssql_membership() {
+    chaos("mssql", TestDb::mssql().await, false, Variant::Membership).await;
+}
+
+/// A run on a PostgreSQL cluster of the test's own, restarted halfway; on the `DATABASE_URL`
+/// server, without the restart.
+async fn on_postgres(variant: Variant) {
+    match TestDb::postgres_own_cluster().await {
+        Some(db) => chaos("postgres", db, true, variant).await,
+        None => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr().lock(),
+                b"chaos: the database restart is skipped: DATABASE_URL names a server this test cannot restart\n",
+            );
+            chaos("postgres", TestDb::postgres().await, false, variant).await;
+        }
+    }
 }
 
 /// One chaos run on `db`; panics with the checker's report when a guarantee broke.
-async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
-    let seconds = env_u64("CHAOS_SECONDS", 60);
+async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Variant) {
+    let default_seconds = match variant {
+        Variant::Standby => 60,
+        Variant::Membership => 40,
+    };
+    let seconds = env_u64("CHAOS_SECONDS", default_seconds);
     assert!(
         seconds >= 15,
         "CHAOS_SECONDS={seconds}: at least 15, or the run cannot exercise every fault"
@@ -114,10 +157,24 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     drop(db.outbox().await); // migrated before anyone starts
 
     let destination = Receiver::start_with(flaky(seed)).await;
-    let config = Dispatcher::configure(logs.path(), db.url(), &destination.url());
-    let mut dispatchers: Vec<Dispatcher> = (0..DISPATCHERS)
+    let (partitions, first) = match variant {
+        Variant::Standby => (1, DISPATCHERS),
+        Variant::Membership => (membership::PARTITIONS, 1),
+    };
+    let config = Dispatcher::configure(logs.path(), db.url(), &destination.url(), partitions);
+    let mut dispatchers: Vec<Dispatcher> = (0..first)
         .map(|i| Dispatcher::start(&config, &format!("d{i}")))
         .collect();
+    let fleet = match variant {
+        Variant::Standby => None,
+        Variant::Membership => Some(Fleet::new(
+            &config,
+            db.store().await,
+            seed,
+            Instant::now(),
+            period,
+        )),
+    };
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|i| {
             let spec = WorkerSpec {
@@ -134,6 +191,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
         &db,
         &mut workers,
         &mut dispatchers,
+        fleet,
         period,
         seed,
         restart_database,
@@ -199,7 +257,7 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool) {
     // Straight to stderr, past the test harness's capture: the summary is the evidence, so
     // it is printed whether the run passes or fails.
     let summary = format!(
-        "chaos summary ({backend}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s; \
+        "chaos summary ({backend}, {variant:?}, seed {seed:#x}, {seconds} s of faults, drained in {:.1} s; \
          dispatchers retried {database_retries} database calls and discarded {discarded} \
          completions after losing their lease):\n{report}\n",
         drain.as_secs_f64()
@@ -226,12 +284,14 @@ fn flaky(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
 }
 
 /// Injects faults for `period`: pauses workers past their lease, kills and restarts a
-/// dispatcher, pauses one past its partition lease, and restarts the database once halfway
-/// when asked. Every process is running again when it returns.
+/// dispatcher, pauses one past its partition lease, restarts the database once halfway when
+/// asked, and lets `fleet` (the membership variant) add, stop and start dispatchers. Every
+/// process is running again when it returns.
 async fn drive(
     db: &TestDb,
     workers: &mut [Worker],
-    dispatchers: &mut [Dispatcher],
+    dispatchers: &mut Vec<Dispatcher>,
+    mut fleet: Option<Fleet>,
     period: Duration,
     seed: u64,
     restart_database: bool,
@@ -252,6 +312,15 @@ async fn drive(
         for d in dispatchers.iter_mut() {
             d.proc.resume_if_due(now);
         }
+        if let Some(fleet) = fleet.as_mut() {
+            fleet.step(now, dispatchers).await;
+        }
+        // The dispatcher faults below pick among the instances that run: all of them, but
+        // for one leaving or left in the membership variant, which may also hold them back.
+        let held_back = fleet.as_ref().is_some_and(|f| f.holds_faults(now));
+        let up: Vec<usize> = (0..dispatchers.len())
+            .filter(|&i| !held_back && !dispatchers[i].is_down())
+            .collect();
         let paused = workers.iter().filter(|w| w.proc.is_paused()).count();
         let choice = rng.below(10);
         if choice < 4 && paused < WORKERS / 2 {
@@ -266,15 +335,15 @@ async fn drive(
         // Kill one at random, at most every 5 s; and surely once by a third of the run.
         let kill = (choice == 4 && now.duration_since(last_kill) > Duration::from_secs(5))
             || (faults.dispatcher_restarts == 0 && now.duration_since(start) > period / 3);
-        if kill {
-            let pick = rng.below(dispatchers.len() as u64) as usize;
+        if kill && !up.is_empty() {
+            let pick = up[rng.below(up.len() as u64) as usize];
             dispatchers[pick].kill_and_restart();
             faults.dispatcher_restarts += 1;
             last_kill = now;
         }
         // Pause one past its partition lease (the leader or the standby), one at a time.
-        if choice == 5 && !dispatchers.iter().any(|d| d.proc.is_paused()) {
-            let pick = rng.below(dispatchers.len() as u64) as usize;
+        if choice == 5 && !up.is_empty() && !dispatchers.iter().any(|d| d.proc.is_paused()) {
+            let pick = up[rng.below(up.len() as u64) as usize];
             let pause = DISPATCHER_LEASE + Duration::from_millis(500 + rng.below(1500));
             dispatchers[pick].proc.pause(now + pause);
             faults.dispatcher_pauses += 1;
@@ -295,6 +364,9 @@ async fn drive(
     for d in dispatchers.iter_mut().filter(|d| d.proc.is_paused()) {
         d.proc.resume();
     }
+    if let Some(fleet) = fleet {
+        faults.membership = Some(fleet.finish(dispatchers).await);
+    }
     faults
 }
 
@@ -304,7 +376,9 @@ mod checker {
 
     use outbox_tests::Received;
 
-    use crate::check::{Enqueue, Evidence, Outcome, Report, STALL, StoredOp, WorkerLog};
+    use crate::check::{
+        Enqueue, Evidence, Membership, Outcome, Report, STALL, StoredOp, WorkerLog,
+    };
 
     /// How the destination answered, in the tests below.
     #[derive(Clone, Copy)]
@@ -342,6 +416,7 @@ mod checker {
             Answer::Unavailable => (503, Duration::ZERO),
             Answer::Stalled => (200, STALL),
         };
+        let at = Instant::now();
         Received {
             method: "POST".to_owned(),
             path: "/v1/statements".to_owned(),
@@ -351,9 +426,10 @@ mod checker {
             ]
             .into(),
             body: key.as_bytes().to_vec(),
-            at: Instant::now(),
+            at,
             status,
             delay,
+            done: Some(at + delay),
         }
     }
 
@@ -472,6 +548,61 @@ mod checker {
         for what in ["stale rejections", "dispatcher restarts", "retries"] {
             assert!(found.contains(&format!("(f) {what} = 0")), "{found}");
         }
+    }
+
+    /// The membership variant's record of a run where everything it must exercise happened.
+    fn membership() -> Membership {
+        Membership {
+            joined: 2,
+            left: 1,
+            unclean_leaves: Vec::new(),
+            rejoined: 1,
+            splits: vec![
+                vec![4],
+                vec![2, 2],
+                vec![2, 1, 1],
+                vec![2, 2],
+                vec![2, 1, 1],
+            ],
+        }
+    }
+
+    #[test]
+    fn a_membership_run_that_changed_nothing_proves_nothing() {
+        let mut e = healthy();
+        e.faults.membership = Some(membership());
+        assert_eq!(problems(&e), "");
+        e.faults.membership = Some(Membership {
+            joined: 0,
+            left: 0,
+            rejoined: 0,
+            splits: vec![vec![4]],
+            ..membership()
+        });
+        let found = problems(&e);
+        for what in [
+            "joins",
+            "graceful leaves",
+            "starts after a leave",
+            "split changes",
+            "splits with three leaders",
+        ] {
+            assert!(found.contains(&format!("(g) {what} = 0")), "{found}");
+        }
+    }
+
+    #[test]
+    fn it_catches_a_graceful_leave_that_did_not_exit_cleanly() {
+        let mut e = healthy();
+        e.faults.membership = Some(Membership {
+            unclean_leaves: vec!["d1 exited with exit status: 1".to_owned()],
+            ..membership()
+        });
+        let found = problems(&e);
+        assert!(
+            found.contains("(g) graceful leaves that did not exit 0: 1"),
+            "{found}"
+        );
     }
 
     #[test]

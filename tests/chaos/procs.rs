@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -187,26 +187,35 @@ impl Worker {
 }
 
 /// One dispatcher instance; each (re)start is a new process with its own log file. Several
-/// instances share one config: one leads the partition, the others stand by.
+/// instances share one config: with one partition, one leads it and the others stand by; with
+/// more, each leads its fair share.
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
     /// Its name, in its log files' names.
     pub(crate) name: String,
-    /// The running process.
+    /// The running process (or, while down after a graceful leave, the one that exited).
     pub(crate) proc: Proc,
     config: PathBuf,
     logs: PathBuf,
     starts: u32,
+    down: bool,
 }
 
 impl Dispatcher {
     /// Writes the shared config into `dir` (one destination `statements` at `destination`:
-    /// 1 s timeout, quick retries that never give up within a run; a 3 s partition lease).
-    pub(crate) fn configure(dir: &Path, database_url: &str, destination: &str) -> PathBuf {
+    /// 1 s timeout, quick retries that never give up within a run; `partitions` partitions on a
+    /// 3 s partition lease).
+    pub(crate) fn configure(
+        dir: &Path,
+        database_url: &str,
+        destination: &str,
+        partitions: u32,
+    ) -> PathBuf {
         let config = dir.join("dispatcher.toml");
         let text = format!(
             "[database]\nurl = {database_url:?}\n[lease]\nmin_ttl = \"1s\"\n\
              [dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
+             partitions = {partitions}\n\
              [destinations.statements]\nbase_url = {destination:?}\ntimeout = \"1s\"\n\
              retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n"
         );
@@ -224,6 +233,7 @@ impl Dispatcher {
             config: config.to_owned(),
             logs,
             starts: 1,
+            down: false,
         }
     }
 
@@ -244,9 +254,46 @@ impl Dispatcher {
     pub(crate) fn kill_and_restart(&mut self) {
         let _ = self.proc.child.kill();
         let _ = self.proc.child.wait();
+        self.start_again();
+    }
+
+    /// SIGTERM (after SIGCONT if it is stopped): a graceful leave. It is down from now on,
+    /// until [`Dispatcher::start_again`]; [`Dispatcher::exited`] says when it is gone.
+    pub(crate) fn terminate(&mut self) {
+        if self.proc.is_paused() {
+            self.proc.resume();
+        }
+        signal(&self.proc.child, "-TERM");
+        self.down = true;
+    }
+
+    /// How it exited, once it has; `None` while it still runs.
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
+        self.proc.child.try_wait().expect("wait for dispatcher")
+    }
+
+    /// SIGKILL, for one that overran its leave.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.proc.child.kill();
+        let _ = self.proc.child.wait();
+    }
+
+    /// A new process (with a new log) in place of the one that ended.
+    pub(crate) fn start_again(&mut self) {
         self.starts += 1;
         let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
         self.proc = Proc::new(Self::spawn(&self.config, &log));
+        self.down = false;
+    }
+
+    /// Its process id, as its membership row names it.
+    pub(crate) fn pid(&self) -> u32 {
+        self.proc.child.id()
+    }
+
+    /// Whether it is leaving or left (SIGTERM) and was not started again yet.
+    pub(crate) fn is_down(&self) -> bool {
+        self.down
     }
 
     /// Lines of all its processes' logs that contain `text`.

@@ -1,6 +1,7 @@
 //! A recording HTTP destination on 127.0.0.1: it keeps every request it receives (at arrival,
-//! before answering) and answers from a per-path script: a status, extra headers, a delay, or
-//! a hang. Unscripted requests get 200, or what a policy given at start decides.
+//! before answering, and when it let go of it) and answers from a per-path script: a status,
+//! extra headers, a delay, or a hang. Unscripted requests get 200, or what a policy given at
+//! start decides.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -72,6 +73,10 @@ pub struct Received {
     pub status: u16,
     /// How long the answer was held back.
     pub delay: Duration,
+    /// When the destination let go of it: about to return the answer (after the delay), or
+    /// when the client went away first and the handler was dropped; `None` while it is open.
+    /// `[at, done]` is the time the destination was busy with it.
+    pub done: Option<Instant>,
 }
 
 impl Received {
@@ -166,6 +171,18 @@ impl Receiver {
         self.inner.lock().unwrap().received.clone()
     }
 
+    /// The requests the destination still holds open (arrived, not yet let go of), in
+    /// arrival order.
+    pub fn open(&self) -> Vec<Received> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .received
+            .iter()
+            .filter(|r| r.done.is_none())
+            .cloned()
+            .collect()
+    }
+
     /// The `Idempotency-Key` of every request received so far, in arrival order.
     pub fn idempotency_keys(&self) -> Vec<String> {
         self.received()
@@ -181,8 +198,26 @@ impl Drop for Receiver {
     }
 }
 
+/// Sets the `done` instant of request `index` when dropped: once the handler is about to
+/// return its answer, or when it is dropped because the client went away.
+struct Done {
+    inner: Arc<Mutex<Inner>>,
+    index: usize,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        if let Ok(mut inner) = self.inner.lock()
+            && let Some(r) = inner.received.get_mut(self.index)
+        {
+            r.done.get_or_insert(now);
+        }
+    }
+}
+
 async fn handle(
-    State(inner): State<Arc<Mutex<Inner>>>,
+    State(shared): State<Arc<Mutex<Inner>>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -199,8 +234,8 @@ async fn handle(
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let reply = {
-        let mut inner = inner.lock().unwrap();
+    let (reply, done) = {
+        let mut inner = shared.lock().unwrap();
         let mut received = Received {
             method: method.to_string(),
             path,
@@ -209,6 +244,7 @@ async fn handle(
             at: Instant::now(),
             status: 200,
             delay: Duration::ZERO,
+            done: None,
         };
         let scripted = inner
             .script
@@ -221,8 +257,12 @@ async fn handle(
         };
         received.status = reply.status;
         received.delay = reply.delay;
+        let done = Done {
+            inner: shared.clone(),
+            index: inner.received.len(),
+        };
         inner.received.push(received);
-        reply
+        (reply, done)
     };
     tokio::time::sleep(reply.delay).await;
     let mut response = (
@@ -236,5 +276,6 @@ async fn handle(
             axum::http::HeaderValue::from_str(&value).unwrap(),
         );
     }
+    drop(done);
     response
 }
