@@ -64,8 +64,17 @@ impl PgStore {
         // (EXPLAIN ANALYZE, PostgreSQL 15). Nothing a dispatcher runs needs a sort it could
         // not do without, so its sessions forbid them. Set per session, not per transaction:
         // a claim stays one autocommit statement that holds no lock between statements.
+        //
+        // A dispatcher paused (SIGSTOP, a VM freeze) between two statements of a transaction
+        // would keep that transaction's row locks and block the standby taking over: its
+        // session ends once it has idled in a transaction for a third of the shortest lease
+        // (at least a second), so its locks go with it and the fence decides the rest.
         let connect = if options.dispatcher_sessions {
-            connect.options([("enable_sort", "off")])
+            let idle_ms = (options.lease_ttl.min() / 3).as_millis().max(1000);
+            connect.options([
+                ("enable_sort", "off".to_owned()),
+                ("idle_in_transaction_session_timeout", idle_ms.to_string()),
+            ])
         } else {
             connect
         };
