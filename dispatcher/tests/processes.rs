@@ -1087,6 +1087,62 @@ fn a_toml_syntax_error_names_the_line_without_echoing_it() {
 
 /// Without a config file the dispatcher runs on the defaults and says so; SIGTERM stops it
 /// cleanly with exit 0.
+/// `--log-format json` (or `OUTBOX_LOG_FORMAT=json`) writes one JSON object a line with the
+/// level and the message; an unknown format is a usage error (exit 2), not silently text.
+#[test]
+fn log_lines_are_json_when_asked_and_an_unknown_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_outbox-dispatcher"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("OUTBOX_CONFIG")
+            .env_remove("OUTBOX_LOG_FORMAT")
+            .envs(env.iter().copied())
+            .env("OUTBOX_DISPATCHER_LISTEN", "")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() && !dir.path().join("outbox.db").exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the dispatcher did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        (status, stderr)
+    };
+    for (args, env) in [
+        (&["--log-format", "json"][..], &[][..]),
+        (&[][..], &[("OUTBOX_LOG_FORMAT", "json")][..]),
+    ] {
+        let (status, stderr) = run(args, env);
+        assert!(status.success(), "{status}: {stderr}");
+        let lines: Vec<serde_json::Value> = stderr
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+            .collect();
+        assert!(
+            lines.iter().any(|l| l["level"] == "WARN"
+                && l["fields"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no config file"))),
+            "{stderr}"
+        );
+        std::fs::remove_file(dir.path().join("outbox.db")).unwrap();
+    }
+    let (status, stderr) = run(&["--log-format", "xml"], &[]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid value 'xml'"), "{stderr}");
+}
+
 #[test]
 fn without_a_config_file_it_runs_on_the_defaults_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
