@@ -4,9 +4,10 @@
 //! No ambient proxy (only a destination's own `proxy`), redirects are not followed, the whole
 //! attempt has the destination's timeout, and at most 64 KiB of the answer is read (1 KiB
 //! kept, escaped, as the excerpt). Every attempt carries the op's idempotency key,
-//! `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent` when the producer
-//! had one, and Standard Webhooks signature headers when configured. A destination's
-//! configured headers are the only values sent under their names.
+//! `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent` when there is a
+//! trace (the attempt span's with traces on, else the producer's as stored), and Standard
+//! Webhooks signature headers when configured. A destination's configured headers are the
+//! only values sent under their names.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -29,7 +30,7 @@ pub mod headers {
     pub const OP_ID: &str = "x-outbox-op-id";
     /// The attempt number, 1 for the first.
     pub const ATTEMPT: &str = "x-outbox-attempt";
-    /// W3C trace context.
+    /// W3C trace context: the attempt span's, or the producer's while traces are off.
     pub const TRACEPARENT: &str = "traceparent";
     /// Standard Webhooks message id (the op id).
     pub const WEBHOOK_ID: &str = "webhook-id";
@@ -86,10 +87,10 @@ impl Sender {
         &self.destination
     }
 
-    /// Makes one attempt of `op`.
-    pub async fn send(&self, op: &ClaimedOp) -> Attempt {
+    /// Makes one attempt of `op`, with `traceparent` as its trace context, if any.
+    pub async fn send(&self, op: &ClaimedOp, traceparent: Option<&str>) -> Attempt {
         let started = Instant::now();
-        let (result, excerpt) = match self.request(op) {
+        let (result, excerpt) = match self.request(op, traceparent) {
             Ok(request) => self.exchange(request).await,
             Err(e) => (AttemptResult::Invalid(e), None),
         };
@@ -134,9 +135,13 @@ impl Sender {
         (AttemptResult::Status { code, retry_after }, excerpt)
     }
 
-    /// The request for `op`, or why it must never be sent: the rule the row breaks, or what
-    /// could not be built (never a secret).
-    pub fn request(&self, op: &ClaimedOp) -> Result<reqwest::Request, String> {
+    /// The request for `op` with `traceparent` (checked like the stored one), or why it must
+    /// never be sent: the rule the row breaks, or what could not be built (never a secret).
+    pub fn request(
+        &self,
+        op: &ClaimedOp,
+        traceparent: Option<&str>,
+    ) -> Result<reqwest::Request, String> {
         op.check(self.max_body_bytes)
             .map_err(|e| format!("the stored op breaks a rule, never sent: {e}"))?;
         let d = &self.destination;
@@ -176,8 +181,10 @@ impl Sender {
         let op_id = op.op_id.to_string();
         h.insert(headers::OP_ID, text(op_id.clone())?);
         h.insert(headers::ATTEMPT, text(op.attempt.to_string())?);
-        if let Some(tp) = &op.trace_context {
-            h.insert(headers::TRACEPARENT, text(tp.clone())?);
+        if let Some(tp) = traceparent {
+            outbox_store::request::check_traceparent(tp)
+                .map_err(|e| format!("invalid trace context: {e}"))?;
+            h.insert(headers::TRACEPARENT, text(tp.to_owned())?);
         }
         if let Some(key) = &d.signing_key {
             let timestamp = SystemTime::now()

@@ -23,13 +23,19 @@
 //! are discarded. On crash the ops it had in flight are re-queued by the next leader (they may
 //! have been sent: at-least-once, same idempotency key). On restart it re-queues what an older
 //! token left in flight before claiming anything.
+//!
+//! Traces (with `[telemetry]` on, `telemetry`): a claim that took something is a span; each
+//! attempt is an HTTP client span below the producer's, linked to its claim, whose context is
+//! the `traceparent` the destination gets; an op made dead leaves an event on it saying why.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use opentelemetry::trace::SpanContext;
 use outbox_store::{Claimed, ClaimedOp, Completion, Lease, NextState, Partition};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::deliver::Attempt;
 use crate::metrics as m;
@@ -37,6 +43,7 @@ use crate::partition::{Leadership, Trust};
 use crate::record::{self, Recorder};
 use crate::retry;
 use crate::routes::{Permits, Shared};
+use crate::telemetry::{self, AttemptSpan};
 
 /// Serves one partition until `shutdown`: standby until the lease is won, then leader until it
 /// is lost (and standby again) or shutdown.
@@ -263,7 +270,7 @@ async fn drain(
         {
             break;
         }
-        let Some(claimed) = claim(shared, lease, partition, &open, room).await else {
+        let Some((claimed, trace)) = claim(shared, lease, partition, &open, room).await else {
             idle(shared, partition, stop, poll).await;
             continue;
         };
@@ -273,7 +280,8 @@ async fn drain(
         }
         let full = claimed.ops.len() == room;
         for op in claimed.ops {
-            start(shared, lease, op, trust.clone(), attempts, recorder).await;
+            let (trust, trace) = (trust.clone(), trace.clone());
+            start(shared, lease, op, trust, attempts, recorder, trace).await;
         }
         // Busy (a full batch): claim again at once, and spare producers the notifications.
         // About to idle: ask for notifications first, then look once more before sleeping, so
@@ -290,15 +298,17 @@ async fn drain(
     }
 }
 
-/// Claims up to `room` ops of the `open` destinations; `None` when the database call failed.
+/// Claims up to `room` ops of the `open` destinations, with the claim's span when traces
+/// are on and it took something; `None` when the database call failed.
 async fn claim(
     shared: &Shared,
     lease: &Lease,
     partition: Partition,
     open: &[String],
     room: usize,
-) -> Option<Claimed> {
+) -> Option<(Claimed, Option<SpanContext>)> {
     let max_body_bytes = shared.config.dispatcher.max_body_bytes;
+    let started = SystemTime::now();
     match shared
         .store
         .op_claim(lease, partition, open, room as u32, max_body_bytes)
@@ -309,7 +319,11 @@ async fn claim(
             if c.superseded > 0 {
                 metrics::counter!(m::SUPERSEDED).increment(c.superseded);
             }
-            Some(c)
+            let trace = shared.config.telemetry.is_some();
+            let span = trace
+                .then(|| telemetry::claim_span(lease, partition, started, &c))
+                .flatten();
+            Some((c, span))
         }
         Err(e) => {
             shared.db_failed(m::DbCall::Claim, &e);
@@ -357,8 +371,8 @@ async fn idle(shared: &Shared, partition: Partition, stop: &CancellationToken, a
     }
 }
 
-/// Starts the attempt of a claimed op, or gives the claim back when its destination has no
-/// free slot or budget.
+/// Starts the attempt of a claimed op (`claim`: the claim's span), or gives the claim back
+/// when its destination has no free slot or budget.
 async fn start(
     shared: &Arc<Shared>,
     lease: &Lease,
@@ -366,15 +380,16 @@ async fn start(
     trust: Trust,
     attempts: &TaskTracker,
     recorder: &Recorder,
+    claim: Option<SpanContext>,
 ) {
     // The claim asks only for configured destinations; a row saying otherwise is given back
     // like an op whose destination has no free slot or budget.
     match shared.admit(&op.destination) {
         Some(permits) => {
             let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
-            attempts.spawn(
-                async move { attempt(&shared, &lease, op, trust, &recorder, permits).await },
-            );
+            attempts.spawn(async move {
+                attempt(&shared, &lease, op, trust, &recorder, permits, claim).await
+            });
         }
         None => release_claim(shared, lease, &op).await,
     }
@@ -387,7 +402,8 @@ async fn release_claim(shared: &Shared, lease: &Lease, op: &ClaimedOp) {
     }
 }
 
-/// One attempt: send, decide, record; the slots are freed when it returns.
+/// One attempt: send, decide, record; the slots are freed when it returns. `claim` is the
+/// span of the claim that took the op.
 async fn attempt(
     shared: &Shared,
     lease: &Lease,
@@ -395,6 +411,7 @@ async fn attempt(
     trust: Trust,
     recorder: &Recorder,
     _permits: Permits,
+    claim: Option<SpanContext>,
 ) {
     let Some(route) = shared.route(&op.destination) else {
         release_claim(shared, lease, &op).await;
@@ -406,10 +423,28 @@ async fn attempt(
         release_claim(shared, lease, &op).await;
         return;
     }
+    let span = match shared.config.telemetry {
+        Some(_) => {
+            let url = crate::deliver::join(&destination.base_url, &op.path).ok();
+            AttemptSpan::start(&op, url.as_ref(), claim.as_ref())
+        }
+        None => AttemptSpan::off(),
+    };
+    // With traces on, the destination's spans become children of this attempt's; with them
+    // off (or no subscriber to make the span), it gets the producer's context as stored.
+    let traceparent = span.traceparent().or_else(|| op.trace_context.clone());
     let gauge = metrics::gauge!(m::IN_FLIGHT, "destination" => op.destination.clone());
     gauge.increment(1.0);
-    let sent = route.sender().send(&op).await;
+    let sent = route
+        .sender()
+        .send(&op, traceparent.as_deref())
+        .instrument(span.span().clone())
+        .await;
     gauge.decrement(1.0);
+    // The span ends here (it was last entered for the exchange): recording the outcome after
+    // is not part of the HTTP call.
+    let decided_at = SystemTime::now();
+    span.ended(&sent.result);
     // A replayed op's budget counts from its replay (outboxctl replay).
     let age = (op.claimed_at - op.budget_since).unsigned_abs() + sent.duration;
     let decision = retry::decide(
@@ -419,19 +454,24 @@ async fn attempt(
         age,
         jitter(),
     );
-    count_attempt(&op, &sent, &decision);
-    if record::submit(recorder, completion(&op, &decision, sent)).await {
-        count_outcome(&op, &decision, age);
+    count_attempt(&op, &sent, &decision, span.span());
+    let completion = completion(&op, &decision, sent);
+    if record::submit(recorder, completion, span.context()).await {
+        count_outcome(&op, &decision, age, span.span());
+        if decision.next == NextState::Dead {
+            span.dead(decision.reason.as_deref().unwrap_or("dead"), decided_at);
+        }
     }
     shared.wake_all();
 }
 
-/// Counts a finished attempt, and warns when the op's row broke a rule (it was not sent).
-fn count_attempt(op: &ClaimedOp, sent: &Attempt, decision: &retry::Decision) {
+/// Counts a finished attempt, and warns when the op's row broke a rule (it was not sent). The
+/// log lines belong to the attempt's `span` (none while traces are off).
+fn count_attempt(op: &ClaimedOp, sent: &Attempt, decision: &retry::Decision, span: &tracing::Span) {
     let labels = [("destination", op.destination.clone())];
     if let retry::AttemptResult::Invalid(why) = &sent.result {
         metrics::counter!(m::INVALID_OPS, &labels).increment(1);
-        tracing::warn!(op_id = %op.op_id, destination = %op.destination, reason = %why, "not sending an op whose row breaks a rule; it is made dead");
+        tracing::warn!(parent: span, op_id = %op.op_id, destination = %op.destination, reason = %why, "not sending an op whose row breaks a rule; it is made dead");
     }
     metrics::histogram!(m::ATTEMPT_DURATION, &labels).record(sent.duration.as_secs_f64());
     metrics::counter!(m::ATTEMPTS, "destination" => op.destination.clone(), "outcome" => decision.outcome.as_str()).increment(1);
@@ -455,8 +495,9 @@ fn completion(op: &ClaimedOp, decision: &retry::Decision, sent: Attempt) -> Comp
     }
 }
 
-/// Counts (and logs) what an applied completion made of `op`, `age` after its enqueue.
-fn count_outcome(op: &ClaimedOp, decision: &retry::Decision, age: Duration) {
+/// Counts (and logs, in the attempt's `span`) what an applied completion made of `op`, `age`
+/// after its enqueue.
+fn count_outcome(op: &ClaimedOp, decision: &retry::Decision, age: Duration, span: &tracing::Span) {
     let labels = [("destination", op.destination.clone())];
     match decision.next {
         NextState::Delivered => {
@@ -465,11 +506,11 @@ fn count_outcome(op: &ClaimedOp, decision: &retry::Decision, age: Duration) {
         }
         NextState::Dead => {
             metrics::counter!(m::DEAD, &labels).increment(1);
-            tracing::warn!(op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, reason = ?decision.reason, "op is dead");
+            tracing::warn!(parent: span, op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, reason = ?decision.reason, "op is dead");
         }
         NextState::RetryAfter(delay) => {
             metrics::counter!(m::RETRIES, &labels).increment(1);
-            tracing::info!(op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, ?delay, reason = ?decision.reason, "attempt failed; retry scheduled");
+            tracing::info!(parent: span, op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, ?delay, reason = ?decision.reason, "attempt failed; retry scheduled");
         }
     }
 }

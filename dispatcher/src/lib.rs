@@ -5,7 +5,8 @@
 //! partition that competes for the partition's lease and, while leading, claims and delivers
 //! ops (see `drain`). It stops when `shutdown` is cancelled: no new claims, attempts in flight
 //! finish within the grace period, leases are released. Tests start it in-process with their
-//! own shutdown token.
+//! own shutdown token. With `[telemetry]` on it makes spans; [`telemetry`] sets up where the
+//! process sends them, once (the binary does it from the same config).
 //!
 //! The daemon is the default feature `daemon`. Without it the crate is only its configuration
 //! ([`Config::load`]), which `outboxctl` reads without linking the HTTP client and server.
@@ -36,6 +37,8 @@ pub mod retry;
 #[cfg(feature = "daemon")]
 mod routes;
 pub mod signing;
+#[cfg(feature = "daemon")]
+pub mod telemetry;
 
 pub use config::{Config, ConfigError};
 #[cfg(feature = "daemon")]

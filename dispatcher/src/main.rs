@@ -1,6 +1,7 @@
-//! The `outbox-dispatcher` binary: arguments, configuration, logging, and SIGINT/SIGTERM into
-//! a cancellation token; then `run`. A second signal exits at once. `demo` is a command of
-//! this binary only (`demo.rs`).
+//! The `outbox-dispatcher` binary: arguments, configuration, logging and traces (the process's
+//! subscriber and tracer provider, from `[telemetry]`), and SIGINT/SIGTERM into a cancellation
+//! token; then `run`. A second signal exits at once. `demo` is a command of this binary only
+//! (`demo.rs`).
 
 mod demo;
 
@@ -10,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use outbox_dispatcher::Config;
+use outbox_dispatcher::telemetry::{self, Traces};
 use tokio_util::sync::CancellationToken;
 
 /// Delivers the ops recorded in the fenced outbox.
@@ -22,9 +24,16 @@ struct Args {
     #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<std::path::PathBuf>,
     /// Log lines on stderr as `text` (for people) or `json` (one object a line, for log
-    /// pipelines). `RUST_LOG` filters them, e.g. `info,outbox_dispatcher=debug`. Neither ever
+    /// pipelines; with traces on, a line written during an attempt has its `trace_id` and
+    /// `span_id`). `RUST_LOG` filters them, e.g. `info,outbox_dispatcher=debug`. Neither ever
     /// holds an op's body or a header's value.
-    #[arg(long, env = "OUTBOX_LOG_FORMAT", global = true, value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "OUTBOX_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value = "text"
+    )]
     log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
@@ -55,9 +64,6 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let demo = matches!(args.command, Some(Command::Demo { .. }));
-    // The demo tells its own story on stdout; only errors are logged beside it.
-    init_tracing(if demo { "error" } else { "info" }, args.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     match run(args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -72,6 +78,8 @@ fn main() -> ExitCode {
 /// `Ok(false)` when the demo ran and an expectation failed.
 fn run(args: Args) -> anyhow::Result<bool> {
     if let Some(Command::Demo { database_url }) = args.command {
+        // The demo tells its own story on stdout; only errors are logged beside it.
+        telemetry::install(args.log_format.into(), "error", None)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
@@ -90,6 +98,11 @@ fn run(args: Args) -> anyhow::Result<bool> {
         print!("{}", config.redacted());
         return Ok(true);
     }
+    let traces = config.telemetry.as_ref().map(Traces::start).transpose()?;
+    telemetry::install(args.log_format.into(), "info", traces.as_ref())?;
+    if let Some(t) = &config.telemetry {
+        tracing::info!(service = %t.service_name, sampler = t.sampler.name(), "exporting traces over OTLP/HTTP");
+    }
     if args.config.is_none() {
         tracing::warn!(
             "no config file: using the defaults (sqlite://outbox.db, no destinations); pass --config FILE"
@@ -98,11 +111,17 @@ fn run(args: Args) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    let ran = runtime.block_on(async {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
         outbox_dispatcher::run(config, shutdown).await
-    })?;
+    });
+    // The last spans are exported with blocking calls: after the runtime has stopped.
+    drop(runtime);
+    if let Some(traces) = traces {
+        traces.shutdown();
+    }
+    ran?;
     Ok(true)
 }
 
@@ -124,16 +143,11 @@ async fn signals(shutdown: CancellationToken) {
     std::process::exit(130);
 }
 
-/// Logs to stderr in `format`; `RUST_LOG` filters (default `default_level`).
-fn init_tracing(default_level: &str, format: LogFormat) {
-    use std::io::IsTerminal as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+impl From<LogFormat> for telemetry::LogFormat {
+    fn from(format: LogFormat) -> telemetry::LogFormat {
+        match format {
+            LogFormat::Text => telemetry::LogFormat::Text,
+            LogFormat::Json => telemetry::LogFormat::Json,
+        }
     }
 }

@@ -56,6 +56,9 @@ pub const PURGED: &str = "outbox_purged_total";
 pub const DB_ERRORS: &str = "outbox_database_errors_total";
 /// Enqueues refused (stale, expired or no lease) in the last hour, from the database.
 pub const REJECTIONS_LAST_HOUR: &str = "outbox_enqueue_rejections_last_hour";
+/// Finished spans never exported (`telemetry`): the export queue was full, the collector did
+/// not take their batch in time, or they ended after shutdown. Delivery never waits for export.
+pub const TRACE_SPANS_DROPPED: &str = "outbox_trace_spans_dropped_total";
 
 /// The database calls whose failures [`DB_ERRORS`] counts, by the `operation` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,6 +223,11 @@ const HELP: &[(&str, Kind, &str)] = &[
         Kind::Gauge,
         "Enqueues refused (stale, expired or no lease) in the last hour, from the database.",
     ),
+    (
+        TRACE_SPANS_DROPPED,
+        Kind::Counter,
+        "Spans never exported: the export queue was full, the collector did not take them in time, or they ended after shutdown.",
+    ),
 ];
 
 /// A metric's kind.
@@ -263,6 +271,7 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
         RELEASED_CLAIMS,
         SUPERSEDED,
         PURGED,
+        TRACE_SPANS_DROPPED,
     ] {
         metrics::counter!(name).increment(0);
     }

@@ -2,10 +2,12 @@
 //! batches, one transaction each, and tells each attempt whether its completion was applied
 //! or discarded (the claim or the partition lease moved on, G9). A completion the database
 //! refuses for a reason retrying cannot fix is retried alone, then without its optional parts.
+//! With traces on, each batch is a span linked to the attempts it records.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use opentelemetry::trace::SpanContext;
 use outbox_store::{Completion, Lease, NextState};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
@@ -13,9 +15,11 @@ use tokio_util::task::TaskTracker;
 use crate::metrics as m;
 use crate::partition::Trust;
 use crate::routes::Shared;
+use crate::telemetry::{self, BatchOutcome};
 
-/// A completion waiting to be written, and where to say whether it was applied.
-type Pending = (Completion, oneshot::Sender<bool>);
+/// A completion waiting to be written, its attempt's span, and where to say whether it was
+/// applied.
+type Pending = (Completion, Option<SpanContext>, oneshot::Sender<bool>);
 /// Where attempts hand their completions to the leader's recorder.
 pub(crate) type Recorder = mpsc::Sender<Pending>;
 /// How many completions may wait for the recorder.
@@ -36,11 +40,17 @@ pub(crate) fn spawn(
     recorder
 }
 
-/// Hands `completion` to the recorder and waits for it to be written; true when it was
-/// applied, false when it was discarded, dropped, or the recorder is gone.
-pub(crate) async fn submit(recorder: &Recorder, completion: Completion) -> bool {
+/// Hands `completion` (of the attempt whose span is `attempt`) to the recorder and waits for
+/// it to be written; true when it was applied, false when it was discarded, dropped, or the
+/// recorder is gone.
+pub(crate) async fn submit(
+    recorder: &Recorder,
+    completion: Completion,
+    attempt: Option<SpanContext>,
+) -> bool {
     let (reply, recorded) = oneshot::channel();
-    recorder.send((completion, reply)).await.is_ok() && recorded.await.unwrap_or(false)
+    let pending = (completion, attempt, reply);
+    recorder.send(pending).await.is_ok() && recorded.await.unwrap_or(false)
 }
 
 /// Writes completions in batches, one transaction each: whatever has queued up while the
@@ -54,15 +64,30 @@ async fn record_loop(
 ) {
     let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
     while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
-        let completions: Vec<Completion> = batch.iter().map(|(c, _)| c.clone()).collect();
+        let started = SystemTime::now();
+        let completions: Vec<Completion> = batch.iter().map(|(c, _, _)| c.clone()).collect();
         let applied = record(&shared, &lease, &trust, &completions).await;
-        for ((completion, reply), applied) in batch.drain(..).zip(applied) {
+        if shared.config.telemetry.is_some() {
+            let attempts = batch.iter().filter_map(|(_, a, _)| a.clone()).collect();
+            telemetry::complete_span(&lease, started, attempts, outcome(&applied));
+        }
+        for ((completion, _, reply), applied) in batch.drain(..).zip(applied) {
             if applied == Recorded::Discarded {
                 metrics::counter!(m::STALE_COMPLETIONS).increment(1);
                 tracing::warn!(op_id = %completion.op_id, token = %lease.token, "completion discarded: this dispatcher no longer holds the claim or the partition lease");
             }
             let _ = reply.send(applied == Recorded::Applied);
         }
+    }
+}
+
+/// How many completions of a batch became what.
+fn outcome(recorded: &[Recorded]) -> BatchOutcome {
+    let count = |what| recorded.iter().filter(|&&r| r == what).count();
+    BatchOutcome {
+        applied: count(Recorded::Applied),
+        discarded: count(Recorded::Discarded),
+        dropped: count(Recorded::Dropped),
     }
 }
 
@@ -196,6 +221,6 @@ pub(crate) async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder:
         excerpt: None,
         next: NextState::Dead,
     };
-    submit(recorder, completion).await;
+    submit(recorder, completion, None).await;
     shared.wake_all();
 }

@@ -27,6 +27,9 @@
 //! keeper.release().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! With the `otel` feature, an op built inside a traced span takes that span's W3C
+//! `traceparent` (unless it sets one), so its delivery joins the caller's trace.
 #![deny(missing_docs)]
 
 mod enqueue;
@@ -35,6 +38,7 @@ mod keeper;
 mod lease;
 mod op;
 mod outbox;
+mod trace;
 
 pub use error::Error;
 pub use keeper::LeaseKeeper;

@@ -277,8 +277,11 @@ impl OperationBuilder {
         self
     }
 
-    /// The producer's W3C trace context (`00-<trace id>-<parent id>-<flags>`), sent as
-    /// `traceparent` so the delivery joins the producer's trace.
+    /// The producer's W3C trace context (`00-<trace id>-<parent id>-<flags>`): the delivery
+    /// joins this trace (the dispatcher's attempt span is its child, and the destination gets
+    /// the attempt's traceparent, or this one while the dispatcher has traces off). Without
+    /// it, with the `otel` feature, the op takes the current span's context at
+    /// [`Self::build`] (tracing-opentelemetry, else OpenTelemetry's current context).
     pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
         self.traceparent = Some(traceparent.into());
         self
@@ -319,7 +322,8 @@ impl OperationBuilder {
                 format!("{:?} is beyond the limit of 365 days", self.not_before),
             ));
         }
-        if let Some(tp) = &self.traceparent {
+        let traceparent = self.traceparent.or_else(crate::trace::current_traceparent);
+        if let Some(tp) = &traceparent {
             check_traceparent(tp)?;
         }
         Ok(Operation {
@@ -334,7 +338,7 @@ impl OperationBuilder {
             not_before: self.not_before,
             supersede_pending: self.supersede_pending,
             expire_with_generation: self.expire_with_generation,
-            traceparent: self.traceparent,
+            traceparent,
         })
     }
 }

@@ -5,6 +5,7 @@
 
 mod raw;
 mod redact;
+mod telemetry;
 mod validate;
 
 use std::collections::{BTreeMap, HashMap};
@@ -71,6 +72,67 @@ pub struct Config {
     pub dispatcher: DispatcherConfig,
     /// The destinations by name.
     pub destinations: BTreeMap<String, Destination>,
+    /// Traces: `None` while off (no `telemetry.otlp_endpoint` and `OTEL_TRACES_EXPORTER` is
+    /// not `otlp`, or it is `none`).
+    pub telemetry: Option<TelemetryConfig>,
+}
+
+/// `[telemetry]` with the `OTEL_*` variables applied: where and how spans are exported. See
+/// `config.default.toml` for each key, and docs/observability.md for the spans themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// The URL spans are POSTed to (OTLP/HTTP, protobuf), `/v1/traces` included. A secret: it
+    /// may hold credentials in its userinfo or query.
+    pub endpoint: Secret,
+    /// The spans' `service.name`.
+    pub service_name: String,
+    /// Which traces are kept.
+    pub sampler: Sampler,
+    /// Most finished spans waiting for export; more are dropped and counted.
+    pub queue_size: usize,
+    /// How long one export may take, retries included; then its spans are dropped and counted.
+    pub export_timeout: Duration,
+}
+
+/// Which traces are kept, by the names of `OTEL_TRACES_SAMPLER`. The parent-based ones keep
+/// the producer's decision (its traceparent's sampled flag) and apply the rest to new traces
+/// only (claims, completions, and attempts of ops without a trace context).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sampler {
+    /// Every trace.
+    AlwaysOn,
+    /// None.
+    AlwaysOff,
+    /// This share of traces (0.0..=1.0), by trace id.
+    TraceIdRatio(f64),
+    /// The parent's decision; every new trace.
+    ParentBasedAlwaysOn,
+    /// The parent's decision; no new trace.
+    ParentBasedAlwaysOff,
+    /// The parent's decision; this share of new traces.
+    ParentBasedTraceIdRatio(f64),
+}
+
+impl Sampler {
+    /// Its `OTEL_TRACES_SAMPLER` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::AlwaysOn => "always_on",
+            Sampler::AlwaysOff => "always_off",
+            Sampler::TraceIdRatio(_) => "traceidratio",
+            Sampler::ParentBasedAlwaysOn => "parentbased_always_on",
+            Sampler::ParentBasedAlwaysOff => "parentbased_always_off",
+            Sampler::ParentBasedTraceIdRatio(_) => "parentbased_traceidratio",
+        }
+    }
+
+    /// The ratio of the ratio samplers.
+    pub fn ratio(self) -> Option<f64> {
+        match self {
+            Sampler::TraceIdRatio(r) | Sampler::ParentBasedTraceIdRatio(r) => Some(r),
+            _ => None,
+        }
+    }
 }
 
 /// `[dispatcher]`: see `config.default.toml` for each key's meaning and default.

@@ -17,6 +17,11 @@ pub struct RawConfig {
     pub(super) dispatcher: RawDispatcher,
     #[serde(default)]
     pub(super) destinations: BTreeMap<String, RawDestination>,
+    pub(super) telemetry: RawTelemetry,
+    /// The standard OpenTelemetry variables of the environment, which `validate` weighs
+    /// against `[telemetry]` (they are not keys of one table, so they are not layered).
+    #[serde(skip)]
+    pub(super) otel: OtelEnv,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -46,6 +51,50 @@ pub(super) struct RawDispatcher {
     pub(super) shutdown_grace: String,
     pub(super) retention: String,
     pub(super) listen: String,
+}
+
+/// `[telemetry]`: traces over OTLP/HTTP.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTelemetry {
+    pub(super) otlp_endpoint: String,
+    pub(super) service_name: String,
+    pub(super) sampler: String,
+    pub(super) sampling_ratio: f64,
+    pub(super) queue_size: i64,
+    pub(super) export_timeout: String,
+}
+
+/// The OpenTelemetry variables `[telemetry]` heeds; an empty value counts as unset, as the
+/// specification says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct OtelEnv {
+    /// `OTEL_TRACES_EXPORTER`: `otlp` turns traces on, `none` off.
+    pub(super) traces_exporter: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: the URL spans are POSTed to, used as it is.
+    pub(super) traces_endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: a base URL, `/v1/traces` is appended.
+    pub(super) endpoint: Option<String>,
+    /// `OTEL_SERVICE_NAME`.
+    pub(super) service_name: Option<String>,
+    /// `OTEL_TRACES_SAMPLER`.
+    pub(super) sampler: Option<String>,
+    /// `OTEL_TRACES_SAMPLER_ARG`.
+    pub(super) sampler_arg: Option<String>,
+}
+
+impl OtelEnv {
+    fn from_env(env: &HashMap<String, String>) -> OtelEnv {
+        let get = |name: &str| env.get(name).filter(|v| !v.trim().is_empty()).cloned();
+        OtelEnv {
+            traces_exporter: get("OTEL_TRACES_EXPORTER"),
+            traces_endpoint: get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+            endpoint: get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            service_name: get("OTEL_SERVICE_NAME"),
+            sampler: get("OTEL_TRACES_SAMPLER"),
+            sampler_arg: get("OTEL_TRACES_SAMPLER_ARG"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,9 +169,11 @@ impl RawConfig {
         }
         apply_env(&mut table, env);
         interpolate_table(&mut table, env, "")?;
-        toml::Value::Table(table)
+        let mut raw: RawConfig = toml::Value::Table(table)
             .try_into()
-            .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))
+            .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))?;
+        raw.otel = OtelEnv::from_env(env);
+        Ok(raw)
     }
 }
 
@@ -152,13 +203,15 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 }
 
 /// `OUTBOX_DATABASE_URL` → `database.url`, `OUTBOX_DISPATCHER_LISTEN` → `dispatcher.listen`,
-/// `OUTBOX_LEASE_MIN_TTL` → `lease.min_ttl`. Numbers and booleans keep their type.
+/// `OUTBOX_LEASE_MIN_TTL` → `lease.min_ttl`, `OUTBOX_TELEMETRY_SAMPLING_RATIO` →
+/// `telemetry.sampling_ratio`. Numbers (`4`, `0.25`) and booleans keep their type.
 fn apply_env(table: &mut toml::Table, env: &HashMap<String, String>) {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("OUTBOX_") else {
             continue;
         };
-        let Some((section, key)) = ["DATABASE", "DISPATCHER", "LEASE"].iter().find_map(|s| {
+        let sections = ["DATABASE", "DISPATCHER", "LEASE", "TELEMETRY"];
+        let Some((section, key)) = sections.iter().find_map(|s| {
             rest.strip_prefix(s)
                 .and_then(|k| k.strip_prefix('_'))
                 .map(|k| (s.to_ascii_lowercase(), k.to_ascii_lowercase()))
@@ -170,13 +223,26 @@ fn apply_env(table: &mut toml::Table, env: &HashMap<String, String>) {
             Err(_) => match value.as_str() {
                 "true" => toml::Value::Boolean(true),
                 "false" => toml::Value::Boolean(false),
-                _ => toml::Value::String(value.clone()),
+                _ => match decimal(value) {
+                    Some(x) => toml::Value::Float(x),
+                    None => toml::Value::String(value.clone()),
+                },
             },
         };
         if let Some(toml::Value::Table(t)) = table.get_mut(&section) {
             t.insert(key, typed);
         }
     }
+}
+
+/// `value` as a number when it is written like `0.25` (digits, one point, digits): never
+/// `inf`, `nan` or `1e5`, which are more likely text.
+fn decimal(value: &str) -> Option<f64> {
+    let (whole, part) = value.split_once('.')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(whole) && digits(part))
+        .then(|| value.parse().ok())
+        .flatten()
 }
 
 fn interpolate_table(
@@ -273,6 +339,28 @@ mod tests {
         assert_eq!(c.dispatcher.partitions, 4);
         assert_eq!(c.dispatcher.listen, None);
         assert_eq!(c.lease_bounds.min(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn telemetry_keys_come_from_the_environment_too() {
+        let e = env(&[
+            ("OUTBOX_TELEMETRY_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OUTBOX_TELEMETRY_SAMPLING_RATIO", "0.25"),
+            ("OUTBOX_TELEMETRY_QUEUE_SIZE", "64"),
+            ("OTEL_SERVICE_NAME", ""),
+        ]);
+        let raw = RawConfig::load(None, &e).unwrap();
+        assert_eq!(raw.telemetry.otlp_endpoint, "http://collector:4318");
+        assert_eq!(raw.telemetry.sampling_ratio, 0.25);
+        assert_eq!(raw.telemetry.queue_size, 64);
+        assert_eq!(
+            raw.otel,
+            OtelEnv::default(),
+            "an empty variable counts as unset"
+        );
+        for text in ["1e5", "inf", "nan", ".5", "1.", "1.2.3"] {
+            assert_eq!(decimal(text), None, "{text}");
+        }
     }
 
     #[test]

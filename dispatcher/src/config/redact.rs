@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::{Config, Destination, DispatcherConfig, Secret};
+use super::{Config, Destination, DispatcherConfig, Secret, TelemetryConfig};
 
 /// What [`Config::redacted`] prints: one table per section, then one per destination.
 pub(super) fn config_toml(c: &Config) -> String {
     let mut out = database_and_lease(c);
     out += &dispatcher(&c.dispatcher);
+    out += &telemetry(c.telemetry.as_ref());
     for dest in c.destinations.values() {
         out += &destination(dest);
     }
@@ -47,6 +48,27 @@ fn dispatcher(d: &DispatcherConfig) -> String {
         h(d.shutdown_grace),
         h(d.retention),
         d.listen.map(|a| a.to_string()).unwrap_or_default()
+    )
+}
+
+/// The effective `[telemetry]`: the endpoint spans go to (after the `OTEL_*` variables), or
+/// an empty one while traces are off.
+fn telemetry(t: Option<&TelemetryConfig>) -> String {
+    let Some(t) = t else {
+        return "\n[telemetry]\n# traces are off\notlp_endpoint = \"\"\n".to_owned();
+    };
+    let ratio = t
+        .sampler
+        .ratio()
+        .map(|r| format!("sampling_ratio = {r:?}\n"))
+        .unwrap_or_default();
+    format!(
+        "\n[telemetry]\notlp_endpoint = {:?}\nservice_name = {:?}\nsampler = {:?}\n{ratio}queue_size = {}\nexport_timeout = {:?}\n",
+        redact_url(t.endpoint.expose()),
+        t.service_name,
+        t.sampler.name(),
+        t.queue_size,
+        h(t.export_timeout)
     )
 }
 
@@ -248,6 +270,34 @@ mod tests {
             assert!(Url::parse(url).is_err(), "{url} parses: pick another case");
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn check_config_shows_the_telemetry_endpoint_without_its_credentials() {
+        let file = "[telemetry]\notlp_endpoint = \"https://tenant:pw1@otel.example/otlp?api_key=pw2&region=eu\"\nsampling_ratio = 0.5\n";
+        let c = Config::load(Some(file), &HashMap::new()).unwrap();
+        let shown = c.redacted();
+        for secret in ["tenant", "pw1", "pw2"] {
+            assert!(!shown.contains(secret), "{secret} leaked:\n{shown}");
+            assert!(!format!("{c:?}").contains(secret), "{secret} in Debug");
+        }
+        assert!(
+            shown.contains(
+                "otlp_endpoint = \"https://***@otel.example/otlp/v1/traces?api_key=***&region=eu\"\n"
+            ) && shown.contains("sampling_ratio = 0.5\n"),
+            "{shown}"
+        );
+        // What it prints loads again, to the same settings.
+        let again = Config::load(Some(&shown.replace("***", "x")), &HashMap::new()).unwrap();
+        assert_eq!(
+            again.telemetry.unwrap().sampler,
+            c.telemetry.unwrap().sampler
+        );
+        let off = Config::load(None, &HashMap::new()).unwrap().redacted();
+        assert!(
+            off.contains("[telemetry]\n# traces are off\notlp_endpoint = \"\"\n"),
+            "{off}"
+        );
     }
 
     #[test]

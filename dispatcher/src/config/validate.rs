@@ -67,6 +67,7 @@ impl TryFrom<RawConfig> for Config {
         for (name, d) in &raw.destinations {
             destinations.insert(name.clone(), destination(name, d, &dispatcher)?);
         }
+        let telemetry = super::telemetry::telemetry(&raw.telemetry, &raw.otel)?;
         Ok(Config {
             database_url: Secret(raw.database.url),
             migrate: raw.database.migrate,
@@ -74,6 +75,7 @@ impl TryFrom<RawConfig> for Config {
             lease_bounds,
             dispatcher,
             destinations,
+            telemetry,
         })
     }
 }
@@ -335,7 +337,7 @@ fn proxy(key: &str, text: &str) -> Result<Secret, ConfigError> {
     }
 }
 
-fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
+pub(super) fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
     humantime::parse_duration(text).map_err(|e| {
         err(
             key,
@@ -346,7 +348,7 @@ fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
 
 /// `value` when it lies in `range`, converted to the field's type; otherwise an error naming
 /// `key` and the range.
-fn int<T: TryFrom<i64>>(
+pub(super) fn int<T: TryFrom<i64>>(
     key: &str,
     value: i64,
     range: std::ops::RangeInclusive<i64>,
@@ -361,7 +363,7 @@ fn int<T: TryFrom<i64>>(
 }
 
 /// A duration between `min` and `max`, inclusive.
-fn bounded_duration(
+pub(super) fn bounded_duration(
     key: &str,
     text: &str,
     min: Duration,
