@@ -511,21 +511,36 @@ async fn three_settled_dispatchers(db: &TestDb, dest: &str) -> Vec<common::Runni
     wait_until(
         Duration::from_secs(60),
         "three dispatchers lead 2/1/1 partitions",
-        || async {
-            let mut led: Vec<u32> = store
-                .instance_list()
-                .await
-                .unwrap()
-                .iter()
-                .filter(|r| r.live)
-                .map(|r| r.led)
-                .collect();
-            led.sort_unstable();
-            led == [1, 1, 2]
-        },
+        || async { outbox_tests::split(&store).await == [2, 1, 1] },
     )
     .await;
     running
+}
+
+/// Enqueues `n` ops to `destination`, each under an order key of its own (so they can all be
+/// in flight at once), waits until all are delivered, and stops `running`.
+async fn drain_one_per_key(
+    db: &TestDb,
+    running: Vec<common::Running>,
+    destination: &str,
+    n: usize,
+) {
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, destination).await;
+    let ops: Vec<Operation> = (0..n)
+        .map(|i| {
+            Operation::post(destination, "/op")
+                .idempotency_key(format!("{destination}-{i:02}"))
+                .order_key(format!("key-{i}"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    outbox.enqueue_batch(&lease, &ops).await.unwrap();
+    until_states(db, "every op is delivered", all("delivered")).await;
+    for r in running {
+        r.stop().await;
+    }
 }
 
 /// The most requests the destination was answering at once (each held for its delay).
@@ -552,22 +567,7 @@ async fn max_in_flight_holds_across_dispatchers(db: TestDb) {
         Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(150))).await;
     let dest = destination("narrow", &receiver, "max_in_flight = 3\ntimeout = \"2s\"");
     let running = three_settled_dispatchers(&db, &dest).await;
-    let outbox = db.outbox().await;
-    let lease = lease(&outbox, "narrow").await;
-    let ops: Vec<Operation> = (0..48)
-        .map(|i| {
-            Operation::post("narrow", "/n")
-                .idempotency_key(format!("n{i:02}"))
-                .order_key(format!("key-{i}"))
-                .build()
-                .unwrap()
-        })
-        .collect();
-    outbox.enqueue_batch(&lease, &ops).await.unwrap();
-    until_states(&db, "every op is delivered", all("delivered")).await;
-    for r in running {
-        r.stop().await;
-    }
+    drain_one_per_key(&db, running, "narrow", 48).await;
     let got = receiver.received();
     let peak = peak_concurrency(&got);
     println!("48 ops to a destination of max_in_flight 3 over 3 dispatchers: peak {peak} at once");
@@ -586,22 +586,7 @@ async fn rate_limit_holds_across_dispatchers(db: TestDb) {
     let receiver = Receiver::start().await;
     let dest = destination("slow", &receiver, "rate_limit = \"10/s\"");
     let running = three_settled_dispatchers(&db, &dest).await;
-    let outbox = db.outbox().await;
-    let lease = lease(&outbox, "slow").await;
-    let ops: Vec<Operation> = (0..40)
-        .map(|i| {
-            Operation::post("slow", "/s")
-                .idempotency_key(format!("s{i:02}"))
-                .order_key(format!("key-{i}"))
-                .build()
-                .unwrap()
-        })
-        .collect();
-    outbox.enqueue_batch(&lease, &ops).await.unwrap();
-    until_states(&db, "every op is delivered", all("delivered")).await;
-    for r in running {
-        r.stop().await;
-    }
+    drain_one_per_key(&db, running, "slow", 40).await;
     let mut at: Vec<std::time::Instant> = receiver.received().iter().map(|r| r.at).collect();
     at.sort_unstable();
     assert_eq!(at.len(), 40);

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use outbox_producer::{Operation, Outbox};
 use outbox_store::{OrderKey, Store, op::partition_slot};
-use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, conformance, wait_for, wait_until};
+use outbox_tests::{
+    Received, Receiver, Reply, Rng, TestDb, conformance, split, wait_for, wait_until,
+};
 
 /// A dispatcher process, killed if the test ends without stopping it.
 struct Dispatcher {
@@ -427,20 +429,6 @@ async fn scale_out_three_dispatchers_settle_to_a_fair_split_without_resending(db
     for d in running {
         d.stop();
     }
-}
-
-/// How many partitions each live instance leads, as its last heartbeat said; largest first.
-async fn split(store: &Store) -> Vec<u32> {
-    let mut led: Vec<u32> = store
-        .instance_list()
-        .await
-        .unwrap()
-        .iter()
-        .filter(|r| r.live)
-        .map(|r| r.led)
-        .collect();
-    led.sort_unstable_by(|a, b| b.cmp(a));
-    led
 }
 
 /// How long the destination holds the requests of a partition the pause below waits for:

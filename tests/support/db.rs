@@ -477,3 +477,18 @@ async fn create_database(admin_url: &str, name: &str) {
         .expect("create test database");
     c.close().await.ok();
 }
+
+/// How many partitions each live dispatcher instance leads, as its last heartbeat said;
+/// largest first.
+pub async fn split(store: &Store) -> Vec<u32> {
+    let mut led: Vec<u32> = store
+        .instance_list()
+        .await
+        .expect("list the dispatcher instances")
+        .iter()
+        .filter(|r| r.live)
+        .map(|r| r.led)
+        .collect();
+    led.sort_unstable_by(|a, b| b.cmp(a));
+    led
+}

@@ -13,7 +13,7 @@ pub mod rng;
 pub mod wait;
 
 pub use cases::{EnqueueCase, enqueue_cases};
-pub use db::{AttemptRow, Kind, OpRow, TestDb, lease};
+pub use db::{AttemptRow, Kind, OpRow, TestDb, lease, split};
 pub use process::signal;
 pub use receiver::{Received, Receiver, Reply};
 pub use rng::Rng;
