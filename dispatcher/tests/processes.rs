@@ -680,10 +680,19 @@ async fn stop_mid_attempt(
             .is_some_and(|p| mask & (1 << p) != 0)
     };
     for tries in 1..=10 {
+        // A request that arrived just now: the destination holds it for a second, so B is
+        // stopped before its answer comes back, even on a loaded machine where the signal
+        // takes a while (one held for most of its second could be answered and recorded first,
+        // leaving B nothing to have discarded).
         wait_until(
             Duration::from_secs(60),
-            "a request of B's partitions is held at the destination",
-            || async { receiver.open().iter().any(of_b) },
+            "a request of B's partitions has just arrived at the destination",
+            || async {
+                receiver
+                    .open()
+                    .iter()
+                    .any(|r| of_b(r) && r.at.elapsed() < Duration::from_millis(250))
+            },
         )
         .await;
         b.signal("-STOP");
