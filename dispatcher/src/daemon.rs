@@ -118,16 +118,6 @@ async fn adopt_partition_count(store: &Store, configured: u32) -> Result<(), Err
     }
 }
 
-/// While serving: whether live partition leases were taken with another count than
-/// `serving` (checked after recording `serving` on a freshly won lease, so of two
-/// dispatchers of different counts racing for leases, at least one sees the other).
-pub(crate) async fn others_serve_another_count(
-    store: &Store,
-    serving: u32,
-) -> Result<Vec<(String, u32)>, outbox_store::Error> {
-    store.lease_partition_conflicts(serving).await
-}
-
 /// Runs the dispatcher until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let ready = Arc::new(AtomicBool::new(false));

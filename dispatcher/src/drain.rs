@@ -115,7 +115,7 @@ async fn record_partition_count(
 ) -> Result<bool, outbox_store::Error> {
     let count = shared.config.dispatcher.partitions;
     shared.store.lease_set_partitions(lease, count).await?;
-    let others = crate::daemon::others_serve_another_count(&shared.store, count).await?;
+    let others = shared.store.lease_partition_conflicts(count).await?;
     if let Some((lease, theirs)) = others.first() {
         tracing::info!(
             partitions = count,
