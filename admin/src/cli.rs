@@ -324,6 +324,9 @@ pub(crate) struct EnqueueArgs {
     /// W3C traceparent to continue the caller's trace.
     #[arg(long)]
     pub(crate) traceparent: Option<String>,
+    /// W3C tracestate sent on with the traceparent (needs --traceparent).
+    #[arg(long, requires = "traceparent")]
+    pub(crate) tracestate: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

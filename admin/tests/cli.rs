@@ -46,7 +46,8 @@ async fn migrate_applies_once_then_reports_up_to_date(db: TestDb) {
             "0003_hardening",
             "0004_sql_api",
             "0005_membership",
-            "0006_partition_count"
+            "0006_partition_count",
+            "0007_trace_links"
         ])
     );
 }
@@ -409,6 +410,9 @@ fn enqueue_refuses_bad_input_with_exit_2() {
         ("--header", "no colon"),
         ("--method", "CONNECT"),
         ("--idempotency-key", "has space"),
+        ("--traceparent", "00-nope-01"),
+        // Without --traceparent it is refused too (clap's `requires`).
+        ("--tracestate", "congo=t61rcWkgMzE"),
     ];
     for (flag, value) in bad {
         let mut args = common.clone();

@@ -219,6 +219,7 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
                 error: None,
                 excerpt: None,
                 next: NextState::Delivered,
+                trace_context: None,
             })
             .collect();
         store.op_complete_batch(&lease, &completions).await?;

@@ -4,8 +4,8 @@
 //! No ambient proxy (only a destination's own `proxy`), redirects are not followed, the whole
 //! attempt has the destination's timeout, and at most 64 KiB of the answer is read (1 KiB
 //! kept, escaped, as the excerpt). Every attempt carries the op's idempotency key,
-//! `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent` when there is a
-//! trace (the attempt span's with traces on, else the producer's as stored), and Standard
+//! `X-Fencing-Token`, `X-Outbox-Op-Id`, `X-Outbox-Attempt`, `traceparent` and `tracestate`
+//! when there is a trace (the attempt span's with traces on, else the producer's as stored), and Standard
 //! Webhooks signature headers when configured. A destination's configured headers are the
 //! only values sent under their names.
 
@@ -32,12 +32,23 @@ pub mod headers {
     pub const ATTEMPT: &str = "x-outbox-attempt";
     /// W3C trace context: the attempt span's, or the producer's while traces are off.
     pub const TRACEPARENT: &str = "traceparent";
+    /// W3C trace state: the producer's, carried on by the attempt span.
+    pub const TRACESTATE: &str = "tracestate";
     /// Standard Webhooks message id (the op id).
     pub const WEBHOOK_ID: &str = "webhook-id";
     /// Standard Webhooks timestamp, in seconds.
     pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
     /// Standard Webhooks signature.
     pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+}
+
+/// The W3C trace context an attempt sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeaders {
+    /// `00-<trace id>-<span id>-<flags>`.
+    pub traceparent: String,
+    /// The vendors' list, if any.
+    pub tracestate: Option<String>,
 }
 
 /// What an attempt produced.
@@ -87,10 +98,10 @@ impl Sender {
         &self.destination
     }
 
-    /// Makes one attempt of `op`, with `traceparent` as its trace context, if any.
-    pub async fn send(&self, op: &ClaimedOp, traceparent: Option<&str>) -> Attempt {
+    /// Makes one attempt of `op`, with `trace` as its trace context, if any.
+    pub async fn send(&self, op: &ClaimedOp, trace: Option<&TraceHeaders>) -> Attempt {
         let started = Instant::now();
-        let (result, excerpt) = match self.request(op, traceparent) {
+        let (result, excerpt) = match self.request(op, trace) {
             Ok(request) => self.exchange(request).await,
             Err(e) => (AttemptResult::Invalid(e), None),
         };
@@ -135,12 +146,12 @@ impl Sender {
         (AttemptResult::Status { code, retry_after }, excerpt)
     }
 
-    /// The request for `op` with `traceparent` (checked like the stored one), or why it must
+    /// The request for `op` with `trace` (checked like the stored one), or why it must
     /// never be sent: the rule the row breaks, or what could not be built (never a secret).
     pub fn request(
         &self,
         op: &ClaimedOp,
-        traceparent: Option<&str>,
+        trace: Option<&TraceHeaders>,
     ) -> Result<reqwest::Request, String> {
         op.check(self.max_body_bytes)
             .map_err(|e| format!("the stored op breaks a rule, never sent: {e}"))?;
@@ -181,10 +192,15 @@ impl Sender {
         let op_id = op.op_id.to_string();
         h.insert(headers::OP_ID, text(op_id.clone())?);
         h.insert(headers::ATTEMPT, text(op.attempt.to_string())?);
-        if let Some(tp) = traceparent {
-            outbox_store::request::check_traceparent(tp)
+        if let Some(trace) = trace {
+            outbox_store::request::check_traceparent(&trace.traceparent)
                 .map_err(|e| format!("invalid trace context: {e}"))?;
-            h.insert(headers::TRACEPARENT, text(tp.to_owned())?);
+            h.insert(headers::TRACEPARENT, text(trace.traceparent.clone())?);
+            if let Some(ts) = &trace.tracestate {
+                outbox_store::request::check_tracestate(ts)
+                    .map_err(|e| format!("invalid trace context: {e}"))?;
+                h.insert(headers::TRACESTATE, text(ts.clone())?);
+            }
         }
         if let Some(key) = &d.signing_key {
             let timestamp = SystemTime::now()

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
-use crate::deliver::Attempt;
+use crate::deliver::{Attempt, TraceHeaders};
 use crate::metrics as m;
 use crate::partition::{Leadership, Trust};
 use crate::record::{self, Recorder};
@@ -432,12 +432,17 @@ async fn attempt(
     };
     // With traces on, the destination's spans become children of this attempt's; with them
     // off (or no subscriber to make the span), it gets the producer's context as stored.
-    let traceparent = span.traceparent().or_else(|| op.trace_context.clone());
+    let trace = span.headers().or_else(|| {
+        op.trace_context.clone().map(|traceparent| TraceHeaders {
+            traceparent,
+            tracestate: op.trace_state.clone(),
+        })
+    });
     let gauge = metrics::gauge!(m::IN_FLIGHT, "destination" => op.destination.clone());
     gauge.increment(1.0);
     let sent = route
         .sender()
-        .send(&op, traceparent.as_deref())
+        .send(&op, trace.as_ref())
         .instrument(span.span().clone())
         .await;
     gauge.decrement(1.0);
@@ -455,7 +460,7 @@ async fn attempt(
         jitter(),
     );
     count_attempt(&op, &sent, &decision, span.span());
-    let completion = completion(&op, &decision, sent);
+    let completion = completion(&op, &decision, sent, span.traceparent());
     if record::submit(recorder, completion, span.context()).await {
         count_outcome(&op, &decision, age, span.span());
         if decision.next == NextState::Dead {
@@ -477,8 +482,14 @@ fn count_attempt(op: &ClaimedOp, sent: &Attempt, decision: &retry::Decision, spa
     metrics::counter!(m::ATTEMPTS, "destination" => op.destination.clone(), "outcome" => decision.outcome.as_str()).increment(1);
 }
 
-/// The completion that records `sent` and what was decided for `op`.
-fn completion(op: &ClaimedOp, decision: &retry::Decision, sent: Attempt) -> Completion {
+/// The completion that records `sent` and what was decided for `op`; `trace` is the attempt
+/// span's traceparent, kept so that the next attempt's span links to this one.
+fn completion(
+    op: &ClaimedOp,
+    decision: &retry::Decision,
+    sent: Attempt,
+    trace: Option<String>,
+) -> Completion {
     Completion {
         seq: op.seq,
         op_id: op.op_id,
@@ -492,6 +503,7 @@ fn completion(op: &ClaimedOp, decision: &retry::Decision, sent: Attempt) -> Comp
         error: decision.reason.clone(),
         excerpt: sent.excerpt,
         next: decision.next,
+        trace_context: trace,
     }
 }
 

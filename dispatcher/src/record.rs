@@ -220,6 +220,7 @@ pub(crate) async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder:
         )),
         excerpt: None,
         next: NextState::Dead,
+        trace_context: None,
     };
     submit(recorder, completion, None).await;
     shared.wake_all();

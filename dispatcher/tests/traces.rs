@@ -1,8 +1,9 @@
 //! Traces end to end (issue 17): an in-process dispatcher on SQLite whose spans go to a real
 //! OTLP/HTTP receiver on 127.0.0.1 (`POST /v1/traces`, protobuf decoded with
 //! opentelemetry-proto). Each attempt is a child of the producer's span, the destination gets
-//! the attempt's own traceparent, claims and completions have spans, a dead op says why, and a
-//! collector that is down slows nothing and is counted.
+//! the attempt's own traceparent (and the producer's tracestate), a retry's span links to the
+//! attempt before it, claims and completions have spans, a dead op says why, and a collector
+//! that is down slows nothing and is counted.
 //!
 //! The tracer provider and the `tracing` subscriber are process-wide: [`setup`] installs them
 //! once, pointed at the one [`Collector`] of this binary, and the tests take turns ([`SERIAL`])
@@ -52,6 +53,8 @@ struct Exported {
     events: Vec<(String, HashMap<String, String>)>,
     /// The span ids it links to.
     links: Vec<String>,
+    /// Each link's `outbox.link` attribute (what the linked span is), by span id.
+    link_kinds: HashMap<String, String>,
 }
 
 impl Exported {
@@ -172,6 +175,14 @@ async fn receive(State(spans): State<Arc<Mutex<Vec<Exported>>>>, body: Bytes) ->
                     .map(|e| (e.name.clone(), text(&e.attributes)))
                     .collect(),
                 links: span.links.iter().map(|l| hex(&l.span_id)).collect(),
+                link_kinds: span
+                    .links
+                    .iter()
+                    .map(|l| {
+                        let kind = text(&l.attributes).remove("outbox.link");
+                        (hex(&l.span_id), kind.unwrap_or_default())
+                    })
+                    .collect(),
             });
         }
     }
@@ -246,6 +257,7 @@ async fn an_attempt_is_a_child_of_the_producers_span_and_the_destination_gets_it
         .json(&serde_json::json!({"account": 1842}))
         .idempotency_key("statement-1842-2026-07")
         .traceparent(format!("00-{PRODUCER_TRACE}-{PRODUCER_SPAN}-01"))
+        .tracestate("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
         .build()
         .unwrap();
     let op_id = outbox.enqueue(&lease, &op).await.unwrap().op_id.to_string();
@@ -302,12 +314,23 @@ async fn an_attempt_is_a_child_of_the_producers_span_and_the_destination_gets_it
         format!("00-{PRODUCER_TRACE}-{}-01", attempt.span_id),
         "the destination's parent is the attempt"
     );
+    assert_eq!(
+        got[0].header("tracestate"),
+        "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7",
+        "the producer's tracestate travels on"
+    );
 
     let claim = collector
         .span("the claim's span is exported", |s| {
             s.name == "claim" && attempt.links.contains(&s.span_id)
         })
         .await;
+    assert_eq!(attempt.link_kinds[&claim.span_id], "claim");
+    assert_eq!(
+        attempt.links.len(),
+        1,
+        "a first attempt links only its claim"
+    );
     assert!(
         claim.attr("outbox.claimed").parse::<u32>().unwrap() >= 1,
         "{claim:#?}"
@@ -388,15 +411,25 @@ async fn an_op_built_in_a_traced_span_takes_its_context() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_op_leaves_an_event_saying_why_and_each_retry_is_a_span() {
+async fn a_dead_op_leaves_an_event_saying_why_and_each_retry_is_a_span_linked_to_the_last() {
     let _turn = SERIAL.lock().await;
     let collector = setup();
-    let db = TestDb::sqlite().await;
+    // The attempt's traceparent is kept by the completion statements, which differ by backend.
+    for db in [TestDb::sqlite().await, TestDb::postgres().await] {
+        retries_link_the_attempt_before(collector, &db).await;
+    }
+}
+
+async fn retries_link_the_attempt_before(collector: &Collector, db: &TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script(
         "/api/charge",
-        [Reply::status(503), Reply::status(400).body("bad amount")],
+        [
+            Reply::status(503),
+            Reply::status(502),
+            Reply::status(400).body("bad amount"),
+        ],
     );
     let lease = lease(&outbox, "billing:9").await;
     let trace = "0af7651916cd43dd8448eb211c80319c";
@@ -405,10 +438,11 @@ async fn a_dead_op_leaves_an_event_saying_why_and_each_retry_is_a_span() {
         .traceparent(format!("00-{trace}-b7ad6b7169203331-01"))
         .build()
         .unwrap();
-    let op_id = outbox.enqueue(&lease, &op).await.unwrap().op_id.to_string();
+    let enqueued = outbox.enqueue(&lease, &op).await.unwrap();
+    let op_id = enqueued.op_id.to_string();
     let config = destination("billing", &receiver, "") + &telemetry_table(collector);
-    let running = dispatch(&db, &config);
-    until_states(&db, "the op is dead", all("dead")).await;
+    let running = dispatch(db, &config);
+    until_states(db, "the op is dead", all("dead")).await;
     running.stop().await;
 
     let attempt = |n: &'static str| {
@@ -417,7 +451,8 @@ async fn a_dead_op_leaves_an_event_saying_why_and_each_retry_is_a_span() {
     };
     let first = collector.span("the first attempt", attempt("1")).await;
     let second = collector.span("the second attempt", attempt("2")).await;
-    for (span, status) in [(&first, "503"), (&second, "400")] {
+    let third = collector.span("the third attempt", attempt("3")).await;
+    for (span, status) in [(&first, "503"), (&second, "502"), (&third, "400")] {
         assert_eq!(
             (span.trace_id.as_str(), span.parent.as_str()),
             (trace, "b7ad6b7169203331")
@@ -426,19 +461,55 @@ async fn a_dead_op_leaves_an_event_saying_why_and_each_retry_is_a_span() {
         assert_eq!(span.attr("error.type"), status);
         assert_eq!(span.status, 2, "an error span");
     }
+    // Each retry is a new span linked to the attempt before it (and to its own claim).
     assert!(
-        first.events.is_empty(),
-        "a retried op is not dead: {first:#?}"
+        !first.link_kinds.values().any(|k| k == "previous_attempt"),
+        "{first:#?}"
     );
-    let (event, why) = &second.events[0];
-    assert_eq!(event, "outbox.op.dead", "{second:#?}");
+    assert_eq!(second.link_kinds[&first.span_id], "previous_attempt");
+    assert_eq!(third.link_kinds[&second.span_id], "previous_attempt");
+    assert_eq!(
+        [&second, &third].map(|s| s.links.len()),
+        [2, 2],
+        "the claim and the attempt before"
+    );
+    for span in [&first, &second] {
+        assert!(
+            span.events.is_empty(),
+            "a retried op is not dead: {span:#?}"
+        );
+    }
+    let (event, why) = &third.events[0];
+    assert_eq!(event, "outbox.op.dead", "{third:#?}");
     assert_eq!(why["outbox.reason"], "HTTP 400: not retryable");
     let sent: Vec<String> = receiver
         .received()
         .iter()
         .map(|r| ids(r.header("traceparent")).1.to_owned())
         .collect();
-    assert_eq!(sent, [first.span_id.clone(), second.span_id.clone()]);
+    let spans = [&first, &second, &third].map(|s| s.span_id.clone());
+    assert_eq!(sent, spans);
+    // Each attempt row keeps its span's traceparent, for outboxctl show.
+    let detail = db
+        .store()
+        .await
+        .admin_op_show(enqueued.seq)
+        .await
+        .unwrap()
+        .unwrap();
+    let kept: Vec<String> = detail
+        .attempt_history
+        .iter()
+        .map(|a| ids(a.trace_context.as_deref().unwrap_or("-")).1.to_owned())
+        .collect();
+    assert_eq!(kept, spans);
+    eprintln!(
+        "retries ({:?}): attempt 1 span {} (503) ← linked by attempt 2 span {} (502) ← linked by attempt 3 span {} (400, event outbox.op.dead), all children of {trace}/b7ad6b7169203331",
+        db.kind(),
+        first.span_id,
+        second.span_id,
+        third.span_id
+    );
 }
 
 /// With the default parent-based sampler, a producer's unsampled trace stays unsampled, and

@@ -15,7 +15,9 @@ use uuid::Uuid;
 pub use outbox_store::request::{
     DEFAULT_MAX_BODY_BYTES, MAX_BODY_BYTES_CEILING, MAX_HEADER_VALUE_LEN, MAX_HEADERS, MAX_PATH_LEN,
 };
-use outbox_store::request::{check_content_type, check_headers, check_path, check_traceparent};
+use outbox_store::request::{
+    check_content_type, check_headers, check_path, check_traceparent, check_tracestate,
+};
 
 /// The longest delay before the first attempt.
 pub const MAX_NOT_BEFORE: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -46,6 +48,7 @@ pub struct Operation {
     supersede_pending: bool,
     expire_with_generation: bool,
     traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 /// Collects an op's parts; [`OperationBuilder::build`] checks them all at once.
@@ -66,6 +69,7 @@ pub struct OperationBuilder {
     supersede_pending: bool,
     expire_with_generation: bool,
     traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 impl Operation {
@@ -102,6 +106,7 @@ impl Operation {
             supersede_pending: false,
             expire_with_generation: false,
             traceparent: None,
+            tracestate: None,
         }
     }
 
@@ -207,6 +212,7 @@ impl Operation {
             // Bounded by MAX_NOT_BEFORE, so it fits.
             delay_ms: self.not_before.as_millis() as i64,
             trace_context: self.traceparent.clone(),
+            trace_state: self.tracestate.clone(),
         })
     }
 }
@@ -287,6 +293,14 @@ impl OperationBuilder {
         self
     }
 
+    /// The producer's W3C `tracestate` (vendors' `key=value` list), sent on with the
+    /// traceparent; it needs [`Self::traceparent`]. Taken with the current span's context when
+    /// that is where the traceparent came from.
+    pub fn tracestate(mut self, tracestate: impl Into<String>) -> Self {
+        self.tracestate = Some(tracestate.into());
+        self
+    }
+
     /// Checks every part and returns the op, or the first problem found.
     pub fn build(self) -> Result<Operation, InvalidInput> {
         let destination = DestinationName::new(self.destination)?;
@@ -322,9 +336,24 @@ impl OperationBuilder {
                 format!("{:?} is beyond the limit of 365 days", self.not_before),
             ));
         }
-        let traceparent = self.traceparent.or_else(crate::trace::current_traceparent);
+        let (traceparent, tracestate) = match self.traceparent {
+            Some(tp) => (Some(tp), self.tracestate),
+            None if self.tracestate.is_some() => {
+                return Err(InvalidInput::new(
+                    "tracestate",
+                    "needs a traceparent: it only travels with one",
+                ));
+            }
+            None => match crate::trace::current_context() {
+                Some((tp, ts)) => (Some(tp), ts),
+                None => (None, None),
+            },
+        };
         if let Some(tp) = &traceparent {
             check_traceparent(tp)?;
+        }
+        if let Some(ts) = &tracestate {
+            check_tracestate(ts)?;
         }
         Ok(Operation {
             destination,
@@ -339,6 +368,7 @@ impl OperationBuilder {
             supersede_pending: self.supersede_pending,
             expire_with_generation: self.expire_with_generation,
             traceparent,
+            tracestate,
         })
     }
 }
@@ -516,6 +546,49 @@ mod tests {
             "00-XYZ-00f067aa0ba902b7-01",
         ] {
             assert_eq!(field(base().traceparent(bad)), "traceparent", "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_tracestate_needs_a_traceparent_and_w3c_members() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        for good in [
+            "congo=t61rcWkgMzE",
+            "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE",
+            "fw529a3039@dt=ZGRhYWM5, 1a-2f@x/y=a b c",
+        ] {
+            let op = base().traceparent(tp).tracestate(good).build();
+            assert!(op.is_ok(), "{good:?}: {op:?}");
+        }
+        assert_eq!(field(base().tracestate("congo=t61")), "tracestate");
+        let long = (0..32)
+            .map(|i| format!("k{i}={}", "v".repeat(20)))
+            .collect::<Vec<_>>()
+            .join(",");
+        for bad in [
+            "",
+            " , ",
+            "congo",
+            "Congo=x",
+            "congo=a,congo=b",
+            "congo=a=b",
+            "congo=a\nb",
+            "congo=é",
+            "1abc=x",
+            long.as_str(),
+            &format!(
+                "{},k33=v",
+                (0..32)
+                    .map(|i| format!("k{i}=v"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        ] {
+            assert_eq!(
+                field(base().traceparent(tp).tracestate(bad)),
+                "tracestate",
+                "{bad:?}"
+            );
         }
     }
 

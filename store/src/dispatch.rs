@@ -97,6 +97,12 @@ pub struct ClaimedOp {
     pub claimed_at: OffsetDateTime,
     /// The producer's W3C traceparent, if any.
     pub trace_context: Option<String>,
+    /// The producer's W3C tracestate, if any (only with a traceparent).
+    pub trace_state: Option<String>,
+    /// The traceparent of the op's previous attempt's span, if it had one: a retry's span
+    /// links to it. Written by a dispatcher, not the producer, and not checked by
+    /// [`Self::check`]: one that is not a valid traceparent is only no link.
+    pub previous_attempt: Option<String>,
     /// This attempt's number within the op's retry budget: `attempt` less the attempts made
     /// before an operator last replayed it.
     pub budget_attempt: i32,
@@ -118,6 +124,9 @@ impl ClaimedOp {
         }
         if let Some(tp) = &self.trace_context {
             request::check_traceparent(tp)?;
+        }
+        if let Some(ts) = &self.trace_state {
+            request::check_tracestate(ts)?;
         }
         let stored = usize::try_from(self.body_bytes).unwrap_or(usize::MAX);
         request::check_body(stored, max_body_bytes)?;
@@ -219,6 +228,9 @@ pub struct Completion {
     pub excerpt: Option<String>,
     /// What the op becomes.
     pub next: NextState,
+    /// The traceparent of the attempt's span, if traces are on: kept on the attempt and on
+    /// the op, where the next attempt's span links to it.
+    pub trace_context: Option<String>,
 }
 
 /// Counts for the dispatcher's gauges.
@@ -349,6 +361,7 @@ mod tests {
             error: Some("é".repeat(ERROR_MAX_CHARS + 1)),
             excerpt: Some("bad\0answer\x1b[2J".to_owned()),
             next: NextState::Dead,
+            trace_context: None,
         };
         assert_eq!(c.stored_error().unwrap().chars().count(), ERROR_MAX_CHARS);
         assert_eq!(c.stored_excerpt().unwrap(), "bad\\u0000answer\\x1b[2J");

@@ -12,7 +12,7 @@ pub(crate) fn list<T: serde::Serialize>(items: &[T]) -> String {
 
 /// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads: one object per op
 /// with the keys op_id, destination, key, hash, order_key, partition, method, path, headers,
-/// content_type, body, expire, delay_ms and trace.
+/// content_type, body, expire, delay_ms, trace and trace_state.
 pub(crate) fn batch(ops: &[NewOp]) -> String {
     let ops: Vec<serde_json::Value> = ops
         .iter()
@@ -32,6 +32,7 @@ pub(crate) fn batch(ops: &[NewOp]) -> String {
                 "expire": o.expire_with_generation,
                 "delay_ms": o.delay_ms,
                 "trace": o.trace_context,
+                "trace_state": o.trace_state,
             })
         })
         .collect();

@@ -59,6 +59,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0004, "sql_api"),
     migration!("postgres", 0005, "membership"),
     migration!("postgres", 0006, "partition_count"),
+    migration!("postgres", 0007, "trace_links"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -68,6 +69,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0004, "sql_api"),
     migration!("sqlite", 0005, "membership"),
     migration!("sqlite", 0006, "partition_count"),
+    migration!("sqlite", 0007, "trace_links"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -77,6 +79,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0004, "sql_api"),
     migration!("mssql", 0005, "membership"),
     migration!("mssql", 0006, "partition_count"),
+    migration!("mssql", 0007, "trace_links"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -193,7 +196,8 @@ mod tests {
                 "0003_hardening",
                 "0004_sql_api",
                 "0005_membership",
-                "0006_partition_count"
+                "0006_partition_count",
+                "0007_trace_links"
             ]
         );
     }

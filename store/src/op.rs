@@ -161,6 +161,8 @@ pub struct NewOp {
     pub delay_ms: i64,
     /// W3C `traceparent` of the producer, if any.
     pub trace_context: Option<String>,
+    /// W3C `tracestate` of the producer, only with a traceparent.
+    pub trace_state: Option<String>,
 }
 
 impl NewOp {

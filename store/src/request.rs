@@ -70,7 +70,10 @@ const RESERVED: &[(&str, &str)] = &[
         "the dispatcher sends the op's fencing token",
     ),
     ("traceparent", "set the trace context with .traceparent()"),
-    ("tracestate", "set the trace context with .traceparent()"),
+    (
+        "tracestate",
+        "set the trace context with .traceparent() and .tracestate()",
+    ),
     (
         "content-type",
         "give the content type with .body() or .json()",
@@ -219,6 +222,78 @@ pub fn check_traceparent(tp: &str) -> Result<(), InvalidInput> {
             "traceparent",
             "must be 00-<32 hex>-<16 hex>-<2 hex> with non-zero ids",
         ))
+    }
+}
+
+/// The longest `tracestate` stored, in bytes (W3C Trace Context: vendors may cut what is longer).
+pub const MAX_TRACESTATE_LEN: usize = 512;
+
+/// A W3C `tracestate`: 1 to 32 comma-separated `key=value` members with distinct keys, at most
+/// [`MAX_TRACESTATE_LEN`] bytes. A key is lower-case letters, digits and `_-*/`, optionally
+/// `tenant@system`; a value is up to 256 visible ASCII characters (spaces inside) without `,`
+/// or `=`. It travels only with a traceparent.
+pub fn check_tracestate(ts: &str) -> Result<(), InvalidInput> {
+    let bad = |reason: String| Err(InvalidInput::new("tracestate", reason));
+    if ts.len() > MAX_TRACESTATE_LEN {
+        return bad(format!(
+            "is {} bytes, the limit is {MAX_TRACESTATE_LEN}",
+            ts.len()
+        ));
+    }
+    let members: Vec<&str> = ts
+        .split(',')
+        .map(|m| m.trim_matches([' ', '\t']))
+        .filter(|m| !m.is_empty())
+        .collect();
+    if members.is_empty() || members.len() > 32 {
+        return bad(format!(
+            "must hold 1 to 32 key=value members, got {}",
+            members.len()
+        ));
+    }
+    let mut keys = Vec::with_capacity(members.len());
+    for member in members {
+        let Some((key, value)) = member.split_once('=') else {
+            return bad(format!("member {member:?} is not key=value"));
+        };
+        if !tracestate_key(key) {
+            return bad(format!(
+                "key {key:?} must be lower-case letters, digits and _-*/ (or tenant@system), up to 256"
+            ));
+        }
+        let printable = |c: char| (' '..='~').contains(&c) && c != ',' && c != '=';
+        if value.is_empty()
+            || value.len() > 256
+            || !value.chars().all(printable)
+            || value.ends_with(' ')
+        {
+            return bad(format!(
+                "the value of {key:?} must be 1 to 256 visible ASCII characters without , or ="
+            ));
+        }
+        if keys.contains(&key) {
+            return bad(format!("key {key:?} appears twice"));
+        }
+        keys.push(key);
+    }
+    Ok(())
+}
+
+/// A tracestate key: `simple` or `tenant@system` (W3C Trace Context).
+fn tracestate_key(key: &str) -> bool {
+    let part = |s: &str, max: usize, first_digit: bool| {
+        !s.is_empty()
+            && s.len() <= max
+            && s.chars().enumerate().all(|(i, c)| match c {
+                'a'..='z' => true,
+                '0'..='9' => i > 0 || first_digit,
+                '_' | '-' | '*' | '/' => i > 0,
+                _ => false,
+            })
+    };
+    match key.split_once('@') {
+        None => part(key, 256, false),
+        Some((tenant, system)) => part(tenant, 241, true) && part(system, 14, false),
     }
 }
 

@@ -15,7 +15,8 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0003_hardening",
             "0004_sql_api",
             "0005_membership",
-            "0006_partition_count"
+            "0006_partition_count",
+            "0007_trace_links"
         ]
     );
     assert!(first.already_applied.is_empty());
@@ -29,13 +30,14 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0003_hardening",
             "0004_sql_api",
             "0005_membership",
-            "0006_partition_count"
+            "0006_partition_count",
+            "0007_trace_links"
         ]
     );
     assert_eq!(
         db.execute("UPDATE outbox_schema_migrations SET name = name")
             .await,
-        6
+        7
     );
 }
 

@@ -77,6 +77,7 @@ fn delivered(seq: i64) -> Completion {
         error: None,
         excerpt: None,
         next: NextState::Delivered,
+        trace_context: None,
     }
 }
 

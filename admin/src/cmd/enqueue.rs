@@ -67,6 +67,9 @@ fn build(args: EnqueueArgs) -> Result<Operation, CliError> {
     if let Some(tp) = args.traceparent {
         op = op.traceparent(tp);
     }
+    if let Some(ts) = args.tracestate {
+        op = op.tracestate(ts);
+    }
     Ok(op.build()?)
 }
 

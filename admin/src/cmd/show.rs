@@ -78,6 +78,7 @@ fn print_op(op: &OpDetail, body: bool) {
                 .unwrap_or_else(|| "-".to_owned()),
         ),
         ("last error", render::or_dash(s.last_error.as_deref())),
+        ("trace", trace_line(op)),
         (
             "body",
             format!(
@@ -116,6 +117,7 @@ fn print_op(op: &OpDetail, body: bool) {
         "STATUS",
         "ERROR",
         "RESPONSE",
+        "TRACE ID",
     ]);
     for a in &op.attempt_history {
         table.add_row(vec![
@@ -129,9 +131,24 @@ fn print_op(op: &OpDetail, body: bool) {
             render::or_dash(a.http_status),
             render::clip(a.error.as_deref().unwrap_or("-"), 60),
             render::clip(a.response_excerpt.as_deref().unwrap_or("-"), 60),
+            render::or_dash(a.trace_context.as_deref().and_then(trace_id)),
         ]);
     }
     println!("{table}");
+}
+
+/// The producer's traceparent and tracestate, as stored.
+fn trace_line(op: &OpDetail) -> String {
+    match (&op.trace_context, &op.trace_state) {
+        (Some(tp), Some(ts)) => format!("{tp} ({ts})"),
+        (Some(tp), None) => tp.clone(),
+        (None, _) => "-".to_owned(),
+    }
+}
+
+/// The trace id of a stored traceparent: what a tracing system finds the attempt's span by.
+fn trace_id(traceparent: &str) -> Option<&str> {
+    traceparent.split('-').nth(1)
 }
 
 fn attempts_line(op: &OpDetail) -> String {

@@ -1,6 +1,7 @@
 //! The dispatcher's spans. An attempt is a `tracing` span (so the log lines of the attempt
 //! carry its ids), an HTTP client span by the semantic conventions, a child of the producer's
-//! span and linked to the claim that took its op; a claim and a batch of completions are
+//! span (with its tracestate), linked to the claim that took its op and, for a retry, to the
+//! op's previous attempt (its traceparent is kept on the op); a claim and a batch of completions are
 //! spans made after the fact with the OpenTelemetry API, so that claims that found nothing
 //! (every poll of an idle partition) make none.
 
@@ -17,6 +18,7 @@ use outbox_store::{Claimed, ClaimedOp, Lease, Partition};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use url::Url;
 
+use crate::deliver::TraceHeaders;
 use crate::retry::AttemptResult;
 
 /// The instrumentation scope of every span the dispatcher makes.
@@ -44,7 +46,7 @@ impl AttemptSpan {
 
     /// Starts the span of `op`'s attempt to `url` (`None` when the path cannot be joined: the
     /// op is never sent), below the producer's span when its stored traceparent is valid, and
-    /// linked to the `claim` span that took the op.
+    /// linked to the `claim` span that took the op and to the op's previous attempt.
     pub(crate) fn start(op: &ClaimedOp, url: Option<&Url>, claim: Option<&SpanContext>) -> Self {
         let span = tracing::info_span!(
             target: SPAN_TARGET,
@@ -53,11 +55,28 @@ impl AttemptSpan {
             otel.name = %op.method,
             otel.kind = "client",
         );
-        if let Some(parent) = op.trace_context.as_deref().and_then(remote_parent) {
+        let producer = op.trace_context.as_deref();
+        if let Some(parent) = producer.and_then(|tp| remote_parent(tp, op.trace_state.as_deref())) {
             let _ = span.set_parent(parent);
         }
         if let Some(claim) = claim {
-            span.add_link(claim.clone());
+            span.add_link_with_attributes(
+                claim.clone(),
+                vec![KeyValue::new("outbox.link", "claim")],
+            );
+        }
+        let previous = op
+            .previous_attempt
+            .as_deref()
+            .and_then(|tp| remote_parent(tp, None));
+        if let Some(previous) = previous {
+            span.add_link_with_attributes(
+                previous.span().span_context().clone(),
+                vec![
+                    KeyValue::new("outbox.link", "previous_attempt"),
+                    KeyValue::new("outbox.attempt", i64::from(op.attempt - 1)),
+                ],
+            );
         }
         span.set_attribute("http.request.method", op.method.clone());
         if let Some(url) = url {
@@ -87,10 +106,19 @@ impl AttemptSpan {
         self.context.clone()
     }
 
-    /// The `traceparent` the destination gets: this span's own, so the destination's spans
-    /// are its children.
+    /// The `traceparent` of this span: what the destination gets (so its spans are this one's
+    /// children) and what the op keeps for its next attempt's link.
     pub(crate) fn traceparent(&self) -> Option<String> {
         self.context.as_ref().map(traceparent)
+    }
+
+    /// The trace context the destination gets: this span's traceparent and the tracestate it
+    /// carries on from the producer.
+    pub(crate) fn headers(&self) -> Option<TraceHeaders> {
+        self.context.as_ref().map(|c| TraceHeaders {
+            traceparent: traceparent(c),
+            tracestate: Some(c.trace_state().header()).filter(|ts| !ts.is_empty()),
+        })
     }
 
     /// Records how the exchange ended: the status, and `error.type` for anything but a 2xx.
@@ -209,9 +237,12 @@ pub(crate) fn complete_span(
     span.end();
 }
 
-/// The producer's span as a remote parent, from its W3C traceparent.
-fn remote_parent(traceparent: &str) -> Option<Context> {
-    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+/// A stored span as a remote parent (or link), from its W3C traceparent and tracestate.
+fn remote_parent(traceparent: &str, tracestate: Option<&str>) -> Option<Context> {
+    let mut carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
+    if let Some(ts) = tracestate {
+        carrier.insert("tracestate".to_owned(), ts.to_owned());
+    }
     let cx = TraceContextPropagator::new().extract(&carrier);
     cx.span().span_context().is_valid().then_some(cx)
 }
@@ -273,10 +304,17 @@ mod tests {
     #[test]
     fn a_stored_traceparent_becomes_the_remote_parent_and_back() {
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        let cx = remote_parent(tp).unwrap();
+        let cx = remote_parent(tp, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")).unwrap();
         let sc = cx.span().span_context().clone();
         assert!(sc.is_remote() && sc.is_sampled());
         assert_eq!(traceparent(&sc), tp);
-        assert!(remote_parent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none());
+        assert_eq!(sc.trace_state().get("rojo"), Some("00f067aa0ba902b7"));
+        assert!(
+            remote_parent(
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                None
+            )
+            .is_none()
+        );
     }
 }

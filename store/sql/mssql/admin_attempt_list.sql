@@ -6,7 +6,8 @@
 -- Returns id bigint, seq bigint, op_id uniqueidentifier, destination varchar, resource
 -- nvarchar, attempt int, dispatcher_fence bigint, started_at datetimeoffset, finished_at
 -- datetimeoffset (NULL), duration_ms bigint (NULL), outcome varchar (NULL), http_status int
--- (NULL), error nvarchar (NULL), response_excerpt nvarchar (NULL); one row per attempt.
+-- (NULL), error nvarchar (NULL), response_excerpt nvarchar (NULL),
+-- trace_context varchar (NULL, the attempt span's traceparent); one row per attempt.
 SELECT a.id,
        o.id AS seq,
        o.op_id,
@@ -20,7 +21,8 @@ SELECT a.id,
        a.outcome,
        a.http_status,
        a.error,
-       a.response_excerpt
+       a.response_excerpt,
+       a.trace_context
 FROM dbo.outbox_ops AS o
 INNER JOIN dbo.outbox_attempts AS a ON a.op_id = o.op_id
 WHERE o.id = @P1

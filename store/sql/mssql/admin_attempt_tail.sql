@@ -7,7 +7,8 @@
 -- Returns id bigint, seq bigint, op_id uniqueidentifier, destination varchar, resource
 -- nvarchar, attempt int, dispatcher_fence bigint, started_at datetimeoffset, finished_at
 -- datetimeoffset (NULL), duration_ms bigint (NULL), outcome varchar (NULL), http_status int
--- (NULL), error nvarchar (NULL), response_excerpt nvarchar (NULL); one row per attempt.
+-- (NULL), error nvarchar (NULL), response_excerpt nvarchar (NULL),
+-- trace_context varchar (NULL, the attempt span's traceparent); one row per attempt.
 SELECT TOP (@P2) a.id,
        o.id AS seq,
        o.op_id,
@@ -21,7 +22,8 @@ SELECT TOP (@P2) a.id,
        a.outcome,
        a.http_status,
        a.error,
-       a.response_excerpt
+       a.response_excerpt,
+       a.trace_context
 FROM dbo.outbox_attempts AS a
 INNER JOIN dbo.outbox_ops AS o ON o.op_id = a.op_id
 WHERE a.id > @P1

@@ -8,7 +8,8 @@
 -- method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar (NULL),
 -- body varbinary, body_bytes bigint, state varchar, attempts int, next_attempt_at
 -- datetimeoffset, claimed_by_fence bigint (NULL), claimed_at datetimeoffset (NULL),
--- last_error nvarchar (NULL), trace_context varchar (NULL), created_at datetimeoffset,
+-- last_error nvarchar (NULL), trace_context varchar (NULL), trace_state
+-- varchar (NULL), created_at datetimeoffset,
 -- delivered_at datetimeoffset (NULL), finished_at datetimeoffset (NULL), retry_base_attempts
 -- int, retry_since datetimeoffset (NULL), resource_fence bigint (NULL); or no row.
 SELECT o.id,
@@ -32,6 +33,7 @@ SELECT o.id,
        o.claimed_at,
        o.last_error,
        o.trace_context,
+       o.trace_state,
        o.created_at,
        o.delivered_at,
        o.finished_at,

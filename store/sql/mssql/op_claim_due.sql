@@ -35,8 +35,9 @@
 -- varchar, method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar
 -- (NULL), body varbinary (empty, 0x, when larger than @P8: a larger one is never loaded, the
 -- dispatcher makes the op dead by body_bytes), body_bytes bigint, attempts int, created_at
--- datetimeoffset, claimed_at datetimeoffset, trace_context varchar (NULL), budget_attempt
--- int, budget_since datetimeoffset.
+-- datetimeoffset, claimed_at datetimeoffset, trace_context varchar (NULL), trace_state
+-- varchar (NULL), last_attempt_trace varchar (NULL), budget_attempt int, budget_since
+-- datetimeoffset.
 SET NOCOUNT ON;
 
 DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
@@ -92,5 +93,7 @@ OUTPUT inserted.id,
        inserted.created_at,
        inserted.claimed_at,
        inserted.trace_context,
+       inserted.trace_state,
+       inserted.last_attempt_trace,
        CAST(inserted.attempts - inserted.retry_base_attempts AS int) AS budget_attempt,
        COALESCE(inserted.retry_since, inserted.created_at) AS budget_since;

@@ -25,7 +25,8 @@
 -- {seq: op row id (bigint), state: new state, delay_ms: retry delay in ms (bigint), error:
 -- (string or null), attempt: attempt number (int), started_at: attempt start (text, ISO 8601
 -- with offset, read as datetimeoffset(7)), outcome, http_status (int or null), excerpt (string
--- or null)}).
+-- or null), trace (the attempt's span traceparent, string or null: kept on the attempt and the
+-- op, where a retry's span links to it)}).
 -- Returns the row ids that applied: id (bigint), one row each.
 SET NOCOUNT ON;
 SET XACT_ABORT ON;
@@ -41,7 +42,8 @@ DECLARE @c TABLE (
     started_at datetimeoffset(7) NOT NULL,
     outcome varchar(16) NOT NULL,
     http_status int NULL,
-    excerpt nvarchar(max) NULL
+    excerpt nvarchar(max) NULL,
+    trace varchar(55) NULL
 );
 
 DECLARE @done TABLE (
@@ -49,12 +51,13 @@ DECLARE @done TABLE (
     op_id uniqueidentifier NOT NULL
 );
 
-INSERT INTO @c (seq, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt)
+INSERT INTO @c (seq, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt,
+                trace)
 SELECT d.seq, d.state, d.delay_ms, d.error, d.attempt, d.started_at, d.outcome, d.http_status,
-       d.excerpt
+       d.excerpt, d.trace
 FROM (
     SELECT j.seq, j.state, j.delay_ms, j.error, j.attempt, j.started_at, j.outcome,
-           j.http_status, j.excerpt,
+           j.http_status, j.excerpt, j.trace,
            ROW_NUMBER() OVER (PARTITION BY j.seq ORDER BY CAST(a.[key] AS int)) AS n
     FROM OPENJSON(@P4) AS a
     CROSS APPLY OPENJSON(a.value) WITH (
@@ -66,7 +69,8 @@ FROM (
         started_at datetimeoffset(7) '$.started_at',
         outcome varchar(16) '$.outcome',
         http_status int '$.http_status',
-        excerpt nvarchar(max) '$.excerpt'
+        excerpt nvarchar(max) '$.excerpt',
+        trace varchar(55) '$.trace'
     ) AS j
 ) AS d
 WHERE d.n = 1;
@@ -86,7 +90,8 @@ SET state = c.state,
                       END,
     delivered_at = CASE WHEN c.state = 'delivered' THEN @now ELSE o.delivered_at END,
     finished_at = CASE WHEN c.state IN ('delivered', 'dead') THEN @now END,
-    last_error = c.error
+    last_error = c.error,
+    last_attempt_trace = c.trace
 OUTPUT inserted.id, inserted.op_id INTO @done (id, op_id)
 FROM dbo.outbox_ops AS o
 INNER JOIN @c AS c ON c.seq = o.id
@@ -101,9 +106,9 @@ WHERE o.state = 'in_flight'
           AND l.fence = @P3);
 
 INSERT INTO dbo.outbox_attempts (op_id, attempt, dispatcher_fence, started_at, finished_at,
-                                 outcome, http_status, error, response_excerpt)
+                                 outcome, http_status, error, response_excerpt, trace_context)
 SELECT d.op_id, c.attempt, @P3, c.started_at, @now, c.outcome, c.http_status, c.error,
-       c.excerpt
+       c.excerpt, c.trace
 FROM @done AS d
 INNER JOIN @c AS c ON c.seq = d.id
 WHERE NOT EXISTS (

@@ -62,7 +62,8 @@ WITH batch AS (
            o.body,
            o.expire,
            o.delay_ms,
-           o.trace
+           o.trace,
+           o.trace_state
     FROM OPENJSON(@P4) AS j
     CROSS APPLY OPENJSON(j.value) WITH (
         op_id uniqueidentifier '$.op_id',
@@ -78,7 +79,8 @@ WITH batch AS (
         body varchar(max) '$.body',
         expire bit '$.expire',
         delay_ms bigint '$.delay_ms',
-        trace nvarchar(max) '$.trace'
+        trace nvarchar(max) '$.trace',
+        trace_state nvarchar(max) '$.trace_state'
     ) AS o
 ), numbered AS (
     SELECT b.*,
@@ -88,7 +90,7 @@ WITH batch AS (
 INSERT INTO dbo.outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
                             request_hash, order_key, partition, method, path, headers,
                             content_type, body, expire_with_generation, next_attempt_at,
-                            trace_context)
+                            trace_context, trace_state)
 OUTPUT inserted.id, inserted.op_id
 SELECT n.op_id, @P1, @P3, @P2, n.destination, n.idempotency_key,
        CONVERT(varbinary(max), n.hash, 2), n.order_key, n.partition, n.method, n.path,
@@ -96,7 +98,7 @@ SELECT n.op_id, @P1, @P3, @P2, n.destination, n.idempotency_key,
        DATEADD(MILLISECOND, CAST(n.delay_ms % 1000 AS int),
                DATEADD(SECOND, CAST(n.delay_ms / 1000 AS int),
                        CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
-       n.trace
+       n.trace, n.trace_state
 FROM numbered AS n
 WHERE n.nth = 1
   AND EXISTS (

@@ -19,18 +19,19 @@
 -- Parameters: @P1 resource, @P2 owner id, @P3 token, @P4 op id, @P5 destination,
 -- @P6 idempotency key, @P7 request hash (varbinary(32)), @P8 order key, @P9 partition,
 -- @P10 method, @P11 path, @P12 headers (JSON text), @P13 content type, @P14 body,
--- @P15 expire_with_generation (bit), @P16 delay in milliseconds (bigint), @P17 trace context.
+-- @P15 expire_with_generation (bit), @P16 delay in milliseconds (bigint), @P17 traceparent,
+-- @P18 tracestate.
 -- Returns the new op's id (bigint), or no row when nothing was inserted.
 INSERT INTO dbo.outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
                             request_hash, order_key, partition, method, path, headers,
                             content_type, body, expire_with_generation, next_attempt_at,
-                            trace_context)
+                            trace_context, trace_state)
 OUTPUT inserted.id
 SELECT @P4, @P1, @P3, @P2, @P5, @P6, @P7, @P8, @P9, @P10, @P11, @P12, @P13, @P14, @P15,
        DATEADD(MILLISECOND, CAST(@P16 % 1000 AS int),
                DATEADD(SECOND, CAST(@P16 / 1000 AS int),
                        CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
-       @P17
+       @P17, @P18
 FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
 WHERE resource = @P1
   AND owner_id = @P2

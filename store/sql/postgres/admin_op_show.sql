@@ -6,7 +6,7 @@ SELECT o.id, o.op_id::text AS op_id, o.resource, o.fence, o.owner_id::text AS ow
        o.headers::text AS headers, o.content_type, o.body,
        octet_length(o.body)::bigint AS body_bytes,
        o.state, o.attempts, o.next_attempt_at, o.claimed_by_fence, o.claimed_at, o.last_error,
-       o.trace_context, o.created_at, o.delivered_at, o.finished_at, o.retry_base_attempts,
+       o.trace_context, o.trace_state, o.created_at, o.delivered_at, o.finished_at, o.retry_base_attempts,
        o.retry_since, l.fence AS resource_fence
 FROM outbox_ops o
 LEFT JOIN outbox_leases l ON l.resource = o.resource

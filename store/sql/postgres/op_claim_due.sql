@@ -46,6 +46,6 @@ RETURNING o.id, o.op_id, o.resource, o.fence, o.destination, o.idempotency_key, 
           o.path, o.headers::text AS headers, o.content_type,
           CASE WHEN octet_length(o.body) <= $8 THEN o.body ELSE '\x'::bytea END AS body,
           octet_length(o.body)::bigint AS body_bytes, o.attempts,
-          o.created_at, o.claimed_at, o.trace_context,
+          o.created_at, o.claimed_at, o.trace_context, o.trace_state, o.last_attempt_trace,
           o.attempts - o.retry_base_attempts AS budget_attempt,
           coalesce(o.retry_since, o.created_at) AS budget_since

@@ -4,7 +4,8 @@
 -- owner and token (share-locked: no takeover commits under it); the others change nothing.
 -- Parameters: $1 partition lease resource, $2 owner id, $3 dispatcher token, then one array
 -- element per completion: $4 op row ids, $5 new states, $6 retry delays (ms), $7 errors,
--- $8 attempt numbers, $9 attempt start times, $10 outcomes, $11 HTTP statuses, $12 excerpts.
+-- $8 attempt numbers, $9 attempt start times, $10 outcomes, $11 HTTP statuses, $12 excerpts,
+-- $13 the attempts' span traceparents (kept on the attempt and the op: a retry's span links to it).
 -- Returns the row ids that applied.
 WITH lease AS (
     SELECT 1 FROM outbox_leases
@@ -13,8 +14,9 @@ WITH lease AS (
 ), c AS (
     SELECT *
     FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::int[],
-                $9::timestamptz[], $10::text[], $11::int[], $12::text[])
-         AS c(id, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt)
+                $9::timestamptz[], $10::text[], $11::int[], $12::text[], $13::text[])
+         AS c(id, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt,
+              trace)
 ), done AS (
     UPDATE outbox_ops o
     SET state = c.state,
@@ -26,7 +28,8 @@ WITH lease AS (
                                ELSE o.next_attempt_at END,
         delivered_at = CASE WHEN c.state = 'delivered' THEN clock_timestamp() ELSE o.delivered_at END,
         finished_at = CASE WHEN c.state IN ('delivered', 'dead') THEN clock_timestamp() ELSE NULL END,
-        last_error = c.error
+        last_error = c.error,
+        last_attempt_trace = c.trace
     FROM c
     WHERE o.id = c.id
       AND o.state = 'in_flight'
@@ -36,9 +39,9 @@ WITH lease AS (
     RETURNING o.id, o.op_id
 ), attempts AS (
     INSERT INTO outbox_attempts (op_id, attempt, dispatcher_fence, started_at, finished_at,
-                                 outcome, http_status, error, response_excerpt)
+                                 outcome, http_status, error, response_excerpt, trace_context)
     SELECT done.op_id, c.attempt, $3, c.started_at, clock_timestamp(), c.outcome,
-           c.http_status, c.error, c.excerpt
+           c.http_status, c.error, c.excerpt, c.trace
     FROM done JOIN c ON c.id = done.id
     ON CONFLICT (op_id, attempt) DO NOTHING
 )

@@ -6,7 +6,8 @@
 -- Parameters: $1 resource, $2 owner id, $3 token, then one array element per op: $4 op ids,
 -- $5 destinations, $6 idempotency keys, $7 request hashes, $8 order keys, $9 partitions,
 -- $10 methods, $11 paths, $12 headers (JSON text), $13 content types, $14 bodies,
--- $15 expire_with_generation, $16 delays in milliseconds, $17 trace contexts.
+-- $15 expire_with_generation, $16 delays in milliseconds, $17 traceparents,
+-- $18 tracestates.
 -- Returns one row: the lease as seen (NULLs when never leased) and the ids and op ids inserted.
 WITH lease AS (
     SELECT owner_id, fence, (expires_at > clock_timestamp()) AS live
@@ -17,18 +18,18 @@ WITH lease AS (
     INSERT INTO outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
                             request_hash, order_key, partition, method, path, headers,
                             content_type, body, expire_with_generation, next_attempt_at,
-                            trace_context)
+                            trace_context, trace_state)
     SELECT u.op_id, $1, $3, $2, u.destination, u.idempotency_key, u.request_hash, u.order_key,
            u.partition, u.method, u.path, u.headers::jsonb, u.content_type, u.body,
            u.expire_with_generation, clock_timestamp() + u.delay_ms * interval '1 millisecond',
-           u.trace_context
+           u.trace_context, u.trace_state
     FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::int[],
                 $10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bool[],
-                $16::bigint[], $17::text[])
+                $16::bigint[], $17::text[], $18::text[])
          WITH ORDINALITY
          AS u(op_id, destination, idempotency_key, request_hash, order_key, partition, method,
               path, headers, content_type, body, expire_with_generation, delay_ms,
-              trace_context, ord)
+              trace_context, trace_state, ord)
     CROSS JOIN lease
     WHERE lease.owner_id = $2 AND lease.fence = $3 AND lease.live
     ORDER BY u.ord

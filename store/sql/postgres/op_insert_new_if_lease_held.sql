@@ -6,14 +6,14 @@
 -- enqueues outside a caller's transaction try this first and fall back to
 -- op_insert_if_lease_held.sql on a unique violation (G4, G7). Inside a caller's transaction a
 -- failed statement would abort it, so there only the arbiter statement runs.
--- Parameters: as op_insert_if_lease_held.sql, $1..$17.
+-- Parameters: as op_insert_if_lease_held.sql, $1..$18.
 -- Returns the new op's id, or no row when the lease check failed (lease_check.sql tells why).
 INSERT INTO outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
                         request_hash, order_key, partition, method, path, headers,
                         content_type, body, expire_with_generation, next_attempt_at,
-                        trace_context)
+                        trace_context, trace_state)
 SELECT $4, $1, $3, $2, $5, $6, $7, $8, $9, $10, $11, $12::jsonb, $13, $14, $15,
-       clock_timestamp() + $16::bigint * interval '1 millisecond', $17
+       clock_timestamp() + $16::bigint * interval '1 millisecond', $17, $18
 FROM outbox_leases
 WHERE resource = $1
   AND owner_id = $2

@@ -4,7 +4,7 @@ SELECT a.id, o.id AS seq, o.op_id, o.destination, o.resource, a.attempt, a.dispa
        a.started_at, a.finished_at,
        CAST((julianday(a.finished_at) - julianday(a.started_at)) * 86400000 AS INTEGER)
            AS duration_ms,
-       a.outcome, a.http_status, a.error, a.response_excerpt
+       a.outcome, a.http_status, a.error, a.response_excerpt, a.trace_context
 FROM outbox_attempts a
 JOIN outbox_ops o ON o.op_id = a.op_id
 WHERE a.id > ?1

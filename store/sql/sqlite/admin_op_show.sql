@@ -4,7 +4,7 @@
 SELECT o.id, o.op_id, o.resource, o.fence, o.owner_id, o.destination, o.idempotency_key,
        o.order_key, o.method, o.path, o.headers, o.content_type, o.body,
        length(o.body) AS body_bytes, o.state, o.attempts, o.next_attempt_at, o.claimed_by_fence,
-       o.claimed_at, o.last_error, o.trace_context, o.created_at, o.delivered_at, o.finished_at,
+       o.claimed_at, o.last_error, o.trace_context, o.trace_state, o.created_at, o.delivered_at, o.finished_at,
        o.retry_base_attempts, o.retry_since, l.fence AS resource_fence
 FROM outbox_ops o
 LEFT JOIN outbox_leases l ON l.resource = o.resource

@@ -43,5 +43,6 @@ RETURNING id, op_id, resource, fence, destination, idempotency_key, method, path
           content_type,
           CASE WHEN length(CAST(body AS BLOB)) <= ?8 THEN body ELSE x'' END AS body,
           length(CAST(body AS BLOB)) AS body_bytes, attempts, created_at, claimed_at, trace_context,
+          trace_state, last_attempt_trace,
           attempts - retry_base_attempts AS budget_attempt,
           coalesce(retry_since, created_at) AS budget_since

@@ -4,7 +4,8 @@
 -- discarded. Runs in a BEGIN IMMEDIATE transaction with the attempt's row.
 -- Parameters: ?1 op row id, ?2 dispatcher token, ?3 partition lease resource, ?4 owner id,
 -- ?5 new state ('delivered' | 'pending' | 'dead'), ?6 retry delay in milliseconds,
--- ?7 last error (NULL when delivered).
+-- ?7 last error (NULL when delivered), ?8 the attempt's span traceparent (a retry's span links
+-- to it).
 -- Returns (op_id, attempts) when applied.
 UPDATE outbox_ops
 SET state = ?5,
@@ -16,7 +17,8 @@ SET state = ?5,
                            ELSE next_attempt_at END,
     delivered_at = CASE WHEN ?5 = 'delivered' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE delivered_at END,
     finished_at = CASE WHEN ?5 IN ('delivered', 'dead') THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE NULL END,
-    last_error = ?7
+    last_error = ?7,
+    last_attempt_trace = ?8
 WHERE id = ?1
   AND state = 'in_flight'
   AND claimed_by_fence = ?2

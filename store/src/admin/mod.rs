@@ -119,6 +119,8 @@ pub struct OpDetail {
     pub delivered_at: Option<OffsetDateTime>,
     /// The producer's W3C traceparent.
     pub trace_context: Option<String>,
+    /// The producer's W3C tracestate.
+    pub trace_state: Option<String>,
     /// Attempts made before it was last replayed (its retry budget counts from there).
     pub retry_base_attempts: i32,
     /// When it was last replayed.
@@ -160,6 +162,9 @@ pub struct AttemptRow {
     pub error: Option<String>,
     /// The start of the answer's body.
     pub response_excerpt: Option<String>,
+    /// The traceparent of the attempt's span (its trace id finds it in the tracing system),
+    /// when the dispatcher had traces on.
+    pub trace_context: Option<String>,
 }
 
 /// Ops of one state at one destination.

@@ -43,6 +43,7 @@ macro_rules! attempt_row {
             http_status: $r.try_get("http_status")?,
             error: $r.try_get("error")?,
             response_excerpt: $r.try_get("response_excerpt")?,
+            trace_context: $r.try_get("trace_context")?,
         }
     };
 }
@@ -66,6 +67,7 @@ macro_rules! op_detail {
                 .map($crate::model::FencingToken::new),
             delivered_at: $r.try_get("delivered_at")?,
             trace_context: $r.try_get("trace_context")?,
+            trace_state: $r.try_get("trace_state")?,
             retry_base_attempts: $r.try_get("retry_base_attempts")?,
             retry_since: $r.try_get("retry_since")?,
             resource_token: $r

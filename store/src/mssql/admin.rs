@@ -325,6 +325,7 @@ fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
             .map(FencingToken::new),
         delivered_at: r.col("delivered_at")?,
         trace_context: r.col("trace_context")?,
+        trace_state: r.col("trace_state")?,
         retry_base_attempts: r.col("retry_base_attempts")?,
         retry_since: r.col("retry_since")?,
         resource_token: r
@@ -350,6 +351,7 @@ fn attempt_row(r: &tiberius::Row) -> Result<AttemptRow, Error> {
         http_status: r.col("http_status")?,
         error: r.col("error")?,
         response_excerpt: r.col("response_excerpt")?,
+        trace_context: r.col("trace_context")?,
     })
 }
 

@@ -177,6 +177,7 @@ pub(crate) fn completions_json(completions: &[Completion]) -> String {
                 "outcome": c.outcome.as_str(),
                 "http_status": c.http_status.map(i32::from),
                 "excerpt": c.stored_excerpt(),
+                "trace": c.trace_context,
             })
         })
         .collect();
@@ -217,6 +218,8 @@ fn claimed_op(r: &tiberius::Row) -> Result<ClaimedOp, Error> {
         created_at: r.col("created_at")?,
         claimed_at: r.col("claimed_at")?,
         trace_context: r.col("trace_context")?,
+        trace_state: r.col("trace_state")?,
+        previous_attempt: r.col("last_attempt_trace")?,
         budget_attempt: r.col("budget_attempt")?,
         budget_since: r.col("budget_since")?,
     })

@@ -258,6 +258,7 @@ pub(crate) fn insert_stmt<'q>(lease: &'q Lease, op: &'q NewOp) -> Stmt<'q> {
         .bind(op.expire_with_generation)
         .bind(op.delay_ms)
         .bind(op.trace_context.as_deref())
+        .bind(op.trace_state.as_deref())
 }
 
 #[cfg(test)]
@@ -326,6 +327,7 @@ mod tests {
             supersede_pending: false,
             delay_ms: 1500,
             trace_context: None,
+            trace_state: None,
         };
         let stmt = insert_stmt(&lease, &op);
         assert_eq!(

@@ -96,6 +96,12 @@ impl PgStore {
                     .collect::<Vec<_>>(),
             )
             .bind(excerpts)
+            .bind(
+                completions
+                    .iter()
+                    .map(|c| c.trace_context.as_deref())
+                    .collect::<Vec<_>>(),
+            )
             .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
@@ -225,6 +231,8 @@ fn claimed_op(r: &PgRow) -> Result<ClaimedOp, Error> {
         created_at: r.col("created_at")?,
         claimed_at: r.col("claimed_at")?,
         trace_context: r.col("trace_context")?,
+        trace_state: r.col("trace_state")?,
+        previous_attempt: r.col("last_attempt_trace")?,
         budget_attempt: r.col("budget_attempt")?,
         budget_since: r.col("budget_since")?,
     })

@@ -210,6 +210,7 @@ fn insert_query<'q>(sql: &'static str, lease: &'q Lease, op: &'q NewOp) -> Query
         .bind(op.expire_with_generation)
         .bind(op.delay_ms)
         .bind(op.trace_context.as_deref())
+        .bind(op.trace_state.as_deref())
 }
 
 /// The batch enqueue statement (`op_insert_batch_if_lease_held.sql`, with or without its
@@ -236,6 +237,7 @@ fn batch_query<'q>(sql: &'static str, lease: &'q Lease, ops: &'q [NewOp]) -> Que
         .bind(each(ops, |o| o.expire_with_generation))
         .bind(each(ops, |o| o.delay_ms))
         .bind(each(ops, |o| o.trace_context.as_deref()))
+        .bind(each(ops, |o| o.trace_state.as_deref()))
 }
 
 /// The ops a batch statement inserted: op id to row id.

@@ -165,6 +165,7 @@ async fn complete_on(
         .bind(c.next.state())
         .bind(c.next.delay_ms())
         .bind(error.as_deref())
+        .bind(c.trace_context.as_deref())
         .fetch_optional(&mut *conn)
         .await
         .map_err(map_err)?;
@@ -182,6 +183,7 @@ async fn complete_on(
         .bind(c.http_status.map(i32::from))
         .bind(error.as_deref())
         .bind(c.stored_excerpt())
+        .bind(c.trace_context.as_deref())
         .execute(&mut *conn)
         .await
         .map_err(map_err)?;
@@ -207,6 +209,8 @@ fn claimed_op(r: &SqliteRow) -> Result<ClaimedOp, Error> {
         created_at: r.col("created_at")?,
         claimed_at: r.col("claimed_at")?,
         trace_context: r.col("trace_context")?,
+        trace_state: r.col("trace_state")?,
+        previous_attempt: r.col("last_attempt_trace")?,
         budget_attempt: r.col("budget_attempt")?,
         budget_since: r.col("budget_since")?,
     })

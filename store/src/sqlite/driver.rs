@@ -105,6 +105,7 @@ impl Driver for SqliteStore {
             .bind(op.expire_with_generation)
             .bind(op.delay_ms)
             .bind(op.trace_context.as_deref())
+            .bind(op.trace_state.as_deref())
             .fetch_optional(c)
             .await
             .map_err(map_err)?

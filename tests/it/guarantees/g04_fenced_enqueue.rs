@@ -510,6 +510,7 @@ async fn g4_a_batch_stores_ops_as_enqueue_does(db: TestDb) {
             .expire_with_generation()
             .not_before(Duration::from_secs(3600))
             .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .tracestate("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
             .build()
             .unwrap()
     };
@@ -546,6 +547,18 @@ async fn g4_a_batch_stores_ops_as_enqueue_does(db: TestDb) {
         assert!(delay > time::Duration::minutes(59), "{delay}");
     }
     assert!(ops[1].seq < ops[2].seq, "batch order is enqueue order");
+    let store = db.store().await;
+    for op in &ops {
+        let shown = store.admin_op_show(op.seq).await.unwrap().unwrap();
+        assert_eq!(
+            (shown.trace_context.as_deref(), shown.trace_state.as_deref()),
+            (
+                Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+                Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")
+            ),
+            "the trace context is stored whole"
+        );
+    }
 }
 
 async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {

@@ -155,6 +155,13 @@ async fn g10_invalid_ops_are_refused_and_write_nothing(db: TestDb) {
         ),
         ("order_key", ok().order_key("").build()),
         ("traceparent", ok().traceparent("nope").build()),
+        (
+            "tracestate",
+            ok().traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                .tracestate("a=b\r\nX-Injected: 1")
+                .build(),
+        ),
+        ("tracestate", ok().tracestate("congo=t61").build()),
     ];
     for (field, built) in cases {
         assert_eq!(built.expect_err(field).field, field);
