@@ -47,7 +47,8 @@ async fn migrate_applies_once_then_reports_up_to_date(db: TestDb) {
             "0004_sql_api",
             "0005_membership",
             "0006_partition_count",
-            "0007_trace_links"
+            "0007_trace_links",
+            "0008_destination_health"
         ])
     );
 }

@@ -98,6 +98,24 @@ pub(crate) trait Driver: Sync {
         partitions: u32,
         change: &Change,
     ) -> Result<(), Error>;
+    /// `destination_ensure.sql`: `name` gets its breaker row if it has none.
+    async fn destination_ensure(c: &mut Self::Conn, name: &str) -> Result<(), Error>;
+    /// `destination_lock.sql`: `name`'s breaker row, locked, and the database clock.
+    async fn destination_lock(
+        c: &mut Self::Conn,
+        name: &str,
+    ) -> Result<(crate::health::DestinationHealth, time::OffsetDateTime), Error>;
+    /// `destination_write.sql`: the breaker row as decided.
+    async fn destination_write(
+        c: &mut Self::Conn,
+        health: &crate::health::DestinationHealth,
+    ) -> Result<(), Error>;
+    /// `destination_hold_insert.sql`: a hold that ended.
+    async fn destination_hold_insert(
+        c: &mut Self::Conn,
+        name: &str,
+        hold: crate::health::Hold,
+    ) -> Result<(), Error>;
     /// `admin_purge_count.sql`: (state, ops) of what a purge would delete.
     async fn admin_purge_count(
         &self,

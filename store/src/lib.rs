@@ -15,6 +15,7 @@ pub mod dispatch;
 mod driver;
 mod enqueue;
 pub mod error;
+pub mod health;
 mod json;
 pub mod membership;
 pub mod migrate;
@@ -414,6 +415,61 @@ impl Store {
         change: &admin::Change,
     ) -> Result<partitioning::PartitionCountChange, Error> {
         on_backend!(self, b => partitioning::set(b, partitions, change).await)
+    }
+
+    /// Every destination's breaker row (`health`); a destination without one is closed.
+    pub async fn destination_list(&self) -> Result<Vec<health::DestinationHealth>, Error> {
+        on_backend!(self, b => b.destination_list().await)
+    }
+
+    /// The holds (stretches a destination was open or paused) that ended after `since`.
+    pub async fn destination_hold_list(
+        &self,
+        since: time::OffsetDateTime,
+    ) -> Result<Vec<(String, health::Hold)>, Error> {
+        on_backend!(self, b => b.destination_hold_list(since).await)
+    }
+
+    /// Records what attempts to `destination` said about it (its breaker's count, opening,
+    /// closing), locked; the transition when its row changed.
+    pub async fn destination_record(
+        &self,
+        destination: &str,
+        outcomes: &health::Outcomes,
+        policy: &health::BreakerPolicy,
+    ) -> Result<Option<health::Transition>, Error> {
+        on_backend!(self, b => health::record_outcomes(b, destination, outcomes, policy).await)
+    }
+
+    /// Takes `destination`'s probe if it is due (open and cooled down, or a lost probe); the
+    /// half-open row when this caller got it, so it sends one op.
+    pub async fn destination_probe_take(
+        &self,
+        destination: &str,
+        policy: &health::BreakerPolicy,
+    ) -> Result<Option<health::Transition>, Error> {
+        on_backend!(self, b => health::probe_take(b, destination, policy).await)
+    }
+
+    /// Gives back the probe this caller took at `taken` when it found no op to send.
+    pub async fn destination_probe_give_back(
+        &self,
+        destination: &str,
+        taken: time::OffsetDateTime,
+    ) -> Result<Option<health::Transition>, Error> {
+        on_backend!(self, b => health::probe_give_back(b, destination, taken).await)
+    }
+
+    /// Pauses (`paused`) or resumes `destination` (`outboxctl destination pause|resume`),
+    /// logged in `outbox_admin_log` with `change`'s actor and reason in the same transaction;
+    /// `None` when it already was so. A dry run writes nothing.
+    pub async fn destination_set_paused(
+        &self,
+        destination: &str,
+        paused: bool,
+        change: &admin::Change,
+    ) -> Result<Option<health::Transition>, Error> {
+        on_backend!(self, b => health::set_paused(b, destination, paused, change).await)
     }
 
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:

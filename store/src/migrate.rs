@@ -60,6 +60,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0005, "membership"),
     migration!("postgres", 0006, "partition_count"),
     migration!("postgres", 0007, "trace_links"),
+    migration!("postgres", 0008, "destination_health"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -70,6 +71,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0005, "membership"),
     migration!("sqlite", 0006, "partition_count"),
     migration!("sqlite", 0007, "trace_links"),
+    migration!("sqlite", 0008, "destination_health"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -80,6 +82,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0005, "membership"),
     migration!("mssql", 0006, "partition_count"),
     migration!("mssql", 0007, "trace_links"),
+    migration!("mssql", 0008, "destination_health"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -197,7 +200,8 @@ mod tests {
                 "0004_sql_api",
                 "0005_membership",
                 "0006_partition_count",
-                "0007_trace_links"
+                "0007_trace_links",
+                "0008_destination_health"
             ]
         );
     }

@@ -6,6 +6,7 @@
 extern crate outbox_tests;
 
 mod architecture;
+mod destination_health;
 mod guarantees;
 mod keeper;
 mod lease_model;

@@ -16,7 +16,8 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0004_sql_api",
             "0005_membership",
             "0006_partition_count",
-            "0007_trace_links"
+            "0007_trace_links",
+            "0008_destination_health"
         ]
     );
     assert!(first.already_applied.is_empty());
@@ -31,13 +32,14 @@ async fn migrations_apply_once_and_are_recorded(db: TestDb) {
             "0004_sql_api",
             "0005_membership",
             "0006_partition_count",
-            "0007_trace_links"
+            "0007_trace_links",
+            "0008_destination_health"
         ]
     );
     assert_eq!(
         db.execute("UPDATE outbox_schema_migrations SET name = name")
             .await,
-        7
+        8
     );
 }
 

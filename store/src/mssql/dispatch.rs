@@ -185,7 +185,7 @@ pub(crate) fn completions_json(completions: &[Completion]) -> String {
 }
 
 /// `2026-12-01T12:00:00.1234560+00:00`, in UTC.
-fn iso_time(t: OffsetDateTime) -> String {
+pub(super) fn iso_time(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:07}+00:00",

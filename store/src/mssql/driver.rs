@@ -197,6 +197,32 @@ impl Driver for MsStore {
         partitioning::write(c, partitions, change).await
     }
 
+    async fn destination_ensure(c: &mut Client, name: &str) -> Result<(), Error> {
+        health::ensure(c, name).await
+    }
+
+    async fn destination_lock(
+        c: &mut Client,
+        name: &str,
+    ) -> Result<(crate::health::DestinationHealth, OffsetDateTime), Error> {
+        health::lock(c, name).await
+    }
+
+    async fn destination_write(
+        c: &mut Client,
+        health: &crate::health::DestinationHealth,
+    ) -> Result<(), Error> {
+        health::write(c, health).await
+    }
+
+    async fn destination_hold_insert(
+        c: &mut Client,
+        name: &str,
+        hold: crate::health::Hold,
+    ) -> Result<(), Error> {
+        health::hold_insert(c, name, hold).await
+    }
+
     async fn admin_purge_count(
         &self,
         states: &[&str],

@@ -12,6 +12,7 @@ mod config;
 mod dispatch;
 mod driver;
 mod error;
+mod health;
 mod lease;
 mod membership;
 mod partitioning;

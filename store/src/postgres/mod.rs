@@ -7,6 +7,7 @@
 mod admin;
 mod dispatch;
 mod driver;
+mod health;
 mod lease;
 mod membership;
 mod partitioning;

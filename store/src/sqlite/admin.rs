@@ -268,7 +268,7 @@ pub(super) async fn purge(
 
 /// A time as SQLite stores it (`strftime('%Y-%m-%dT%H:%M:%fZ')`), so text comparisons order
 /// correctly.
-fn sqlite_time(t: OffsetDateTime) -> String {
+pub(super) fn sqlite_time(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",

@@ -234,6 +234,32 @@ impl Driver for SqliteStore {
         partitioning::write(c, partitions, change).await
     }
 
+    async fn destination_ensure(c: &mut SqliteConnection, name: &str) -> Result<(), Error> {
+        health::ensure(c, name).await
+    }
+
+    async fn destination_lock(
+        c: &mut SqliteConnection,
+        name: &str,
+    ) -> Result<(crate::health::DestinationHealth, OffsetDateTime), Error> {
+        health::lock(c, name).await
+    }
+
+    async fn destination_write(
+        c: &mut SqliteConnection,
+        health: &crate::health::DestinationHealth,
+    ) -> Result<(), Error> {
+        health::write(c, health).await
+    }
+
+    async fn destination_hold_insert(
+        c: &mut SqliteConnection,
+        name: &str,
+        hold: crate::health::Hold,
+    ) -> Result<(), Error> {
+        health::hold_insert(c, name, hold).await
+    }
+
     async fn admin_purge_count(
         &self,
         states: &[&str],

@@ -9,6 +9,7 @@
 mod admin;
 mod dispatch;
 mod driver;
+mod health;
 mod lease;
 mod membership;
 mod partitioning;
