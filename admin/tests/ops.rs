@@ -58,7 +58,7 @@ impl Dispatcher {
     /// Delivers `statements` ops to `receiver`; a 400 is final, so ops die at once.
     fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
         let text = format!(
-            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\n",
+            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\nbreaker = {{ enabled = false }}\n",
             db.url(),
             receiver.url()
         );

@@ -219,6 +219,7 @@ async fn serve(
         (listener, forward)
     });
     let membership = tokio::spawn(crate::membership::run(shared.clone(), stop.clone()));
+    let health = tokio::spawn(crate::health::run(shared.clone(), stop.clone()));
     let mut loops = Loops::default();
     for index in 0..config.dispatcher.partitions {
         let partition = Partition::new(index, config.dispatcher.partitions)
@@ -237,6 +238,7 @@ async fn serve(
     if let Err(e) = membership.await {
         tracing::error!(error = %e, "the membership task failed");
     }
+    health.abort();
     Ok(if shutdown.is_cancelled() {
         None
     } else {

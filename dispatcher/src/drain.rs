@@ -257,6 +257,23 @@ async fn drain(
     let poll = shared.config.dispatcher.poll_interval;
     let mut listening = false;
     while !stop.is_cancelled() {
+        let room = shared.room();
+        // A held destination's probe may be due: one op of it, if this partition has one.
+        for destination in shared.probe_destinations() {
+            if room > 0 && trust.covers(shared.longest_timeout(std::slice::from_ref(&destination)))
+            {
+                probe(
+                    shared,
+                    lease,
+                    partition,
+                    &destination,
+                    &trust,
+                    attempts,
+                    recorder,
+                )
+                .await;
+            }
+        }
         let open = shared.open_destinations();
         let room = shared.room();
         if open.is_empty() || room == 0 {
@@ -395,6 +412,62 @@ async fn start(
     }
 }
 
+/// Tries `destination`'s probe in this partition: claims one of its ops here, takes a slot,
+/// then asks the database for the probe (one caller of all instances gets it) and sends the op
+/// when this one did; otherwise the claim is given back unattempted.
+async fn probe(
+    shared: &Arc<Shared>,
+    lease: &Lease,
+    partition: Partition,
+    destination: &str,
+    trust: &Trust,
+    attempts: &TaskTracker,
+    recorder: &Recorder,
+) {
+    let Some(policy) = shared
+        .config
+        .destinations
+        .get(destination)
+        .and_then(|d| d.breaker)
+    else {
+        return;
+    };
+    let one = [destination.to_owned()];
+    let Some((claimed, trace)) = claim(shared, lease, partition, &one, 1).await else {
+        return;
+    };
+    for u in claimed.unreadable {
+        let (shared, recorder) = (shared.clone(), recorder.clone());
+        attempts.spawn(async move { record::bury(&shared, u, &recorder).await });
+    }
+    let Some(op) = claimed.ops.into_iter().next() else {
+        return;
+    };
+    let Some(permits) = shared.admit(&op.destination) else {
+        release_claim(shared, lease, &op).await;
+        return;
+    };
+    match shared
+        .store
+        .destination_probe_take(destination, &policy)
+        .await
+    {
+        Ok(Some(t)) => {
+            shared.health.apply(&t);
+            let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
+            let trust = trust.clone();
+            attempts.spawn(async move {
+                attempt(&shared, &lease, op, trust, &recorder, permits, trace).await
+            });
+        }
+        Ok(None) => release_claim(shared, lease, &op).await,
+        Err(e) => {
+            shared.db_failed(m::DbCall::DestinationHealth, &e);
+            release_claim(shared, lease, &op).await;
+        }
+    }
+}
+
 async fn release_claim(shared: &Shared, lease: &Lease, op: &ClaimedOp) {
     metrics::counter!(m::RELEASED_CLAIMS).increment(1);
     if let Err(e) = shared.store.op_release_claim(lease, op.seq).await {
@@ -450,8 +523,13 @@ async fn attempt(
     // is not part of the HTTP call.
     let decided_at = SystemTime::now();
     span.ended(&sent.result);
-    // A replayed op's budget counts from its replay (outboxctl replay).
-    let age = (op.claimed_at - op.budget_since).unsigned_abs() + sent.duration;
+    // A replayed op's budget counts from its replay (outboxctl replay); the time its
+    // destination was held (breaker open, or paused) does not count.
+    let held = shared
+        .health
+        .held_within(&op.destination, op.budget_since, op.claimed_at);
+    let age =
+        ((op.claimed_at - op.budget_since).unsigned_abs() + sent.duration).saturating_sub(held);
     let decision = retry::decide(
         &destination.retry,
         &sent.result,
@@ -460,6 +538,7 @@ async fn attempt(
         jitter(),
     );
     count_attempt(&op, &sent, &decision, span.span());
+    crate::health::record(shared, destination, &sent.result).await;
     let completion = completion(&op, &decision, sent, span.traceparent());
     if record::submit(recorder, completion, span.context()).await {
         count_outcome(&op, &decision, age, span.span());

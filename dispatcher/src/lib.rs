@@ -19,6 +19,8 @@ pub mod deliver;
 #[cfg(feature = "daemon")]
 mod drain;
 #[cfg(feature = "daemon")]
+mod health;
+#[cfg(feature = "daemon")]
 mod housekeeping;
 #[cfg(feature = "daemon")]
 pub mod http;

@@ -60,6 +60,15 @@ pub const REJECTIONS_LAST_HOUR: &str = "outbox_enqueue_rejections_last_hour";
 /// not take their batch in time, or they ended after shutdown. Delivery never waits for export.
 pub const TRACE_SPANS_DROPPED: &str = "outbox_trace_spans_dropped_total";
 
+/// 1 for a destination's current state (closed, open, half_open, paused), 0 for the others,
+/// as every dispatcher reads it from the database.
+pub const DESTINATION_STATE: &str = "outbox_destination_state";
+/// State changes of destinations this process made (breaker opened, probed, closed), by
+/// destination and new state; pauses and resumes are in the admin log.
+pub const DESTINATION_TRANSITIONS: &str = "outbox_destination_transitions_total";
+/// Every state `DESTINATION_STATE` is labelled with.
+pub const DESTINATION_STATES: [&str; 4] = ["closed", "open", "half_open", "paused"];
+
 /// The database calls whose failures [`DB_ERRORS`] counts, by the `operation` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbCall {
@@ -81,11 +90,13 @@ pub enum DbCall {
     Complete,
     /// The membership heartbeat.
     Heartbeat,
+    /// Reading or changing destinations' breaker state.
+    DestinationHealth,
 }
 
 impl DbCall {
     /// Every call, for registering their series at start.
-    pub const ALL: [DbCall; 9] = [
+    pub const ALL: [DbCall; 10] = [
         DbCall::AcquireLease,
         DbCall::RecordPartitionCount,
         DbCall::RequeueAbandoned,
@@ -95,6 +106,7 @@ impl DbCall {
         DbCall::ReleaseClaim,
         DbCall::Complete,
         DbCall::Heartbeat,
+        DbCall::DestinationHealth,
     ];
 
     /// The `operation` label.
@@ -109,6 +121,7 @@ impl DbCall {
             DbCall::ReleaseClaim => "release claim",
             DbCall::Complete => "complete",
             DbCall::Heartbeat => "heartbeat",
+            DbCall::DestinationHealth => "destination health",
         }
     }
 }
@@ -224,6 +237,16 @@ const HELP: &[(&str, Kind, &str)] = &[
         "Enqueues refused (stale, expired or no lease) in the last hour, from the database.",
     ),
     (
+        DESTINATION_STATE,
+        Kind::Gauge,
+        "1 for each destination's current state (closed, open, half_open, paused), 0 for the others.",
+    ),
+    (
+        DESTINATION_TRANSITIONS,
+        Kind::Counter,
+        "Destination state changes this process made (breaker opened, probed, closed), by destination and new state.",
+    ),
+    (
         TRACE_SPANS_DROPPED,
         Kind::Counter,
         "Spans never exported: the export queue was full, the collector did not take them in time, or they ended after shutdown.",
@@ -263,6 +286,13 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
             let _ = metrics::histogram!(name, "destination" => d.clone());
         }
         metrics::gauge!(IN_FLIGHT, "destination" => d.clone()).increment(0.0);
+        for state in DESTINATION_STATES {
+            let closed = if state == "closed" { 1.0 } else { 0.0 };
+            metrics::gauge!(DESTINATION_STATE, "destination" => d.clone(), "state" => state)
+                .set(closed);
+            metrics::counter!(DESTINATION_TRANSITIONS, "destination" => d.clone(), "to" => state)
+                .increment(0);
+        }
     }
     for name in [
         STALE_COMPLETIONS,

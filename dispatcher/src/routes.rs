@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     /// until the membership was first read: then every partition is tried, as before there was
     /// one. Leases decide who leads either way (G9); the share only says what to try for.
     share: tokio::sync::watch::Sender<Option<Arc<Vec<bool>>>>,
+    /// The destinations' breaker state and pauses, as this process knows them.
+    pub(crate) health: crate::health::Health,
 }
 
 /// One partition this process leads, counted while it lives.
@@ -115,6 +117,7 @@ impl Shared {
             instance_id,
             led: Mutex::default(),
             share: tokio::sync::watch::Sender::new(None),
+            health: crate::health::Health::default(),
         })
     }
 
@@ -253,14 +256,31 @@ impl Shared {
             .unwrap_or_default()
     }
 
-    /// Destinations that could start an attempt now: a free slot, not throttled.
+    /// Destinations that could start an attempt now: a free slot, not throttled, and not held
+    /// by their breaker or an operator's pause.
     pub(crate) fn open_destinations(&self) -> Vec<String> {
+        self.startable(|name| self.health.delivering(name))
+    }
+
+    /// Held destinations whose probe may be due, with a free slot and not throttled.
+    pub(crate) fn probe_destinations(&self) -> Vec<String> {
+        self.startable(|name| {
+            self.config
+                .destinations
+                .get(name)
+                .and_then(|d| d.breaker.as_ref())
+                .is_some_and(|policy| self.health.probe_due(name, policy))
+        })
+    }
+
+    fn startable(&self, wanted: impl Fn(&str) -> bool) -> Vec<String> {
         let now = Instant::now();
         let mut throttled = self.throttled.lock().expect("throttle map");
         throttled.retain(|_, until| *until > now);
         self.routes
             .iter()
             .filter(|(name, r)| r.slots.available() > 0 && !throttled.contains_key(*name))
+            .filter(|(name, _)| wanted(name))
             .map(|(name, _)| name.clone())
             .collect()
     }

@@ -166,7 +166,7 @@ async fn retry_after_is_honoured(db: TestDb) {
         .unwrap();
     // The cap must allow a 2 s wait.
     let dest = format!(
-        "[destinations.billing]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"5s\" }}\n",
+        "[destinations.billing]\nbase_url = \"{}/api\"\ntimeout = \"1s\"\nretry = {{ base = \"50ms\", cap = \"5s\" }}\nbreaker = {{ enabled = false }}\n",
         receiver.url()
     );
     let running = dispatch(&db, &dest);

@@ -212,12 +212,15 @@ impl Dispatcher {
         partitions: u32,
     ) -> PathBuf {
         let config = dir.join("dispatcher.toml");
+        // No circuit breaker: a rare run of 503s would only pause delivery for a cooldown; the
+        // breaker has its own tests (dispatcher/tests/breaker.rs).
         let text = format!(
             "[database]\nurl = {database_url:?}\n[lease]\nmin_ttl = \"1s\"\n\
              [dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
              partitions = {partitions}\n\
              [destinations.statements]\nbase_url = {destination:?}\ntimeout = \"1s\"\n\
-             retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n"
+             retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n\
+             breaker = {{ enabled = false }}\n"
         );
         std::fs::write(&config, text).expect("write dispatcher config");
         config

@@ -182,6 +182,8 @@ pub struct Destination {
     pub signing_key: Option<SigningKey>,
     /// Retry policy.
     pub retry: RetryPolicy,
+    /// The circuit breaker, `None` when it is off (`breaker = { enabled = false }`).
+    pub breaker: Option<outbox_store::health::BreakerPolicy>,
 }
 
 /// How failed attempts are retried.

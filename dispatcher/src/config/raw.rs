@@ -117,6 +117,28 @@ pub(super) struct RawDestination {
     pub(super) signing_secret: Option<String>,
     #[serde(default)]
     pub(super) retry: RawRetry,
+    #[serde(default)]
+    pub(super) breaker: RawBreaker,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawBreaker {
+    pub(super) enabled: bool,
+    pub(super) failures: i64,
+    pub(super) cooldown: String,
+    pub(super) cooldown_max: String,
+}
+
+impl Default for RawBreaker {
+    fn default() -> Self {
+        RawBreaker {
+            enabled: true,
+            failures: 5,
+            cooldown: "30s".into(),
+            cooldown_max: "10m".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -11,7 +11,7 @@ use http::{HeaderName, HeaderValue};
 use outbox_store::{DestinationName, TtlBounds};
 use url::Url;
 
-use super::raw::{RawConfig, RawDestination, RawDispatcher, RawRetry};
+use super::raw::{RawBreaker, RawConfig, RawDestination, RawDispatcher, RawRetry};
 use super::{
     Config, ConfigError, Destination, DispatcherConfig, RetryPolicy, Secret, err, longest_attempt,
 };
@@ -190,7 +190,43 @@ fn destination(
         idempotency_header,
         signing_key,
         retry: retry_policy(&key("retry"), &raw.retry)?,
+        breaker: breaker(
+            &key("breaker"),
+            &raw.breaker,
+            timeout + dispatcher.lease_ttl,
+        )?,
     })
+}
+
+/// A destination's `breaker` table; `table` is its key. A probe whose outcome never came (its
+/// dispatcher crashed) may be taken again after `probe_timeout`: the attempt's timeout and a
+/// lease TTL, by when its partition's next leader has re-queued it.
+fn breaker(
+    table: &str,
+    b: &RawBreaker,
+    probe_timeout: Duration,
+) -> Result<Option<outbox_store::health::BreakerPolicy>, ConfigError> {
+    let key = |k: &str| format!("{table}.{k}");
+    let policy = outbox_store::health::BreakerPolicy {
+        failures: int(&key("failures"), b.failures, 1..=10_000)?,
+        cooldown: bounded_duration(
+            &key("cooldown"),
+            &b.cooldown,
+            Duration::from_millis(10),
+            DAY,
+        )?,
+        cooldown_max: bounded_duration(
+            &key("cooldown_max"),
+            &b.cooldown_max,
+            Duration::from_millis(10),
+            DAY * 7,
+        )?,
+        probe_timeout,
+    };
+    if policy.cooldown_max < policy.cooldown {
+        return Err(err(table, "needs cooldown <= cooldown_max"));
+    }
+    Ok(b.enabled.then_some(policy))
 }
 
 /// A destination's base URL: http:// or https://, with a host, without query or fragment.

@@ -60,8 +60,10 @@ pub(crate) fn destination(name: &str, receiver: &Receiver, extra: &str) -> Strin
     destination_at(name, &format!("{}/api", receiver.url()), extra)
 }
 
-/// Destination `name` at `base_url` with `extra` keys (one a line): a 1 s timeout and a fast
-/// retry of at most 5 attempts, unless `extra` sets `timeout` or `retry` itself.
+/// Destination `name` at `base_url` with `extra` keys (one a line): a 1 s timeout, a fast
+/// retry of at most 5 attempts and no circuit breaker (the tests of scripted failures count
+/// attempts; breaker.rs tests the breaker), unless `extra` sets `timeout`, `retry` or
+/// `breaker` itself.
 pub(crate) fn destination_at(name: &str, base_url: &str, extra: &str) -> String {
     let sets = |key: &str| {
         extra
@@ -78,10 +80,16 @@ pub(crate) fn destination_at(name: &str, base_url: &str, extra: &str) -> String 
     } else {
         "retry = { base = \"50ms\", cap = \"200ms\", max_attempts = 5 }\n"
     };
-    format!("[destinations.{name}]\nbase_url = \"{base_url}\"\n{timeout}{retry}{extra}\n")
+    let breaker = if sets("breaker") {
+        ""
+    } else {
+        "breaker = { enabled = false }\n"
+    };
+    format!("[destinations.{name}]\nbase_url = \"{base_url}\"\n{timeout}{retry}{breaker}{extra}\n")
 }
 
 /// A POST of `{"key": key}` to `path` at `destination`, with `key` as its idempotency key.
+#[allow(dead_code)] // breaker.rs builds unordered ops of its own
 pub(crate) fn post(destination: &str, path: &str, key: &str) -> Operation {
     Operation::post(destination, path)
         .json(&serde_json::json!({"key": key}))

@@ -1,0 +1,252 @@
+//! This process's view of the destinations' health (`outbox_store::health`): the breaker rows
+//! and the recent holds, re-read from the database every `poll_interval` (at most every
+//! second) and updated at once by the changes this process makes. The view decides which
+//! destinations a claim may take ops of, when a partition loop tries a probe, and how much of
+//! an op's age was spent while its destination was held; it sets `outbox_destination_state`.
+//!
+//! A breaker's count is shared by every instance through the database: each instance records
+//! its attempts' outcomes there (only failures, and a healthy answer while failures are
+//! counted), so the destination opens for all of them. An instance that has not re-read the
+//! view yet may still start attempts to a destination another instance opened; its first
+//! answer tells it (the change it records returns the row), so at most its in-flight attempts
+//! to that destination go out meanwhile.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outbox_store::health::{self, BreakerPolicy, DestinationHealth, Hold, Outcomes, Transition};
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Destination;
+use crate::metrics as m;
+use crate::retry::AttemptResult;
+use crate::routes::Shared;
+
+/// What this process knows of every destination's health.
+#[derive(Debug, Default)]
+pub(crate) struct Health {
+    view: Mutex<View>,
+}
+
+#[derive(Debug, Default)]
+struct View {
+    rows: HashMap<String, DestinationHealth>,
+    holds: HashMap<String, Vec<Hold>>,
+}
+
+impl Health {
+    /// Whether `destination`'s ops may be claimed as usual (no row: closed).
+    pub(crate) fn delivering(&self, destination: &str) -> bool {
+        self.lock()
+            .rows
+            .get(destination)
+            .is_none_or(DestinationHealth::delivering)
+    }
+
+    /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
+    /// under way for longer than the policy allows, and not paused. The database decides
+    /// (`destination_probe_take`); this only spares it the question otherwise.
+    pub(crate) fn probe_due(&self, destination: &str, policy: &BreakerPolicy) -> bool {
+        let now = OffsetDateTime::now_utc();
+        let view = self.lock();
+        let Some(h) = view.rows.get(destination) else {
+            return false;
+        };
+        health::take_probe(h, policy, now).is_some()
+    }
+
+    /// How much of `[from, until]` `destination` was held (open, half-open or paused).
+    pub(crate) fn held_within(
+        &self,
+        destination: &str,
+        from: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> Duration {
+        let view = self.lock();
+        let holds = view.holds.get(destination).map_or(&[][..], Vec::as_slice);
+        let current = view.rows.get(destination).and_then(|h| h.held_since());
+        health::held_within(holds, current, from, until)
+    }
+
+    /// Takes in a change this process made: the view, the log line and the counter.
+    pub(crate) fn apply(&self, t: &Transition) {
+        if t.from != t.to {
+            metrics::counter!(m::DESTINATION_TRANSITIONS, "destination" => t.destination.clone(), "to" => t.to)
+                .increment(1);
+            let h = &t.health;
+            match t.to {
+                "open" => {
+                    tracing::warn!(destination = %t.destination, from = t.from, consecutive_failures = h.consecutive_failures, openings = h.openings, next_probe_at = %h.next_probe_at.map(|t| t.to_string()).unwrap_or_default(), last_error = h.last_error.as_deref().unwrap_or(""), "destination breaker opened: its ops wait until a probe succeeds")
+                }
+                "half_open" => {
+                    tracing::info!(destination = %t.destination, "destination breaker half-open: sending one probe op")
+                }
+                _ => {
+                    tracing::info!(destination = %t.destination, from = t.from, to = t.to, "destination breaker closed: delivering again")
+                }
+            }
+        }
+        let mut view = self.lock();
+        set_state_gauge(&t.destination, t.to);
+        view.rows.insert(t.destination.clone(), t.health.clone());
+    }
+
+    /// Whether an attempt's outcome must be written: always a failure, and a healthy answer
+    /// only while the destination's row says anything but closed with no failures.
+    fn worth_recording(&self, destination: &str, outcomes: &Outcomes) -> bool {
+        outcomes.failures_after > 0
+            || self.lock().rows.get(destination).is_some_and(|h| {
+                h.state != health::BreakerState::Closed || h.consecutive_failures > 0
+            })
+    }
+
+    fn replace(&self, rows: Vec<DestinationHealth>, holds: Vec<(String, Hold)>) {
+        let mut view = self.lock();
+        for h in &rows {
+            set_state_gauge(&h.destination, h.shown_state());
+        }
+        for gone in view
+            .rows
+            .keys()
+            .filter(|d| !rows.iter().any(|h| &h.destination == *d))
+        {
+            set_state_gauge(gone, "closed");
+        }
+        view.rows = rows
+            .into_iter()
+            .map(|h| (h.destination.clone(), h))
+            .collect();
+        view.holds.clear();
+        for (destination, hold) in holds {
+            view.holds.entry(destination).or_default().push(hold);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, View> {
+        // A panic while holding it leaves a consistent map: take it back.
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Sets `outbox_destination_state` of `destination` to `state`.
+fn set_state_gauge(destination: &str, state: &str) {
+    for s in m::DESTINATION_STATES {
+        let v = if s == state { 1.0 } else { 0.0 };
+        metrics::gauge!(m::DESTINATION_STATE, "destination" => destination.to_owned(), "state" => s)
+            .set(v);
+    }
+}
+
+/// What one attempt says about its destination: `None` when it says nothing (the op was
+/// never sent). No connection, a timeout or cut-off answer, and a status the destination's
+/// retry policy retries are failures; any other answer is healthy (the op's fault, not the
+/// destination's).
+pub(crate) fn outcome(result: &AttemptResult, destination: &Destination) -> Option<Outcomes> {
+    let failure = |why: String| Outcomes {
+        healthy: false,
+        failures_after: 1,
+        last_error: Some(why),
+    };
+    match result {
+        AttemptResult::Status { code, .. } if destination.retry.retry_statuses.contains(code) => {
+            Some(failure(format!("HTTP {code}")))
+        }
+        AttemptResult::Status { .. } => Some(Outcomes {
+            healthy: true,
+            ..Outcomes::default()
+        }),
+        AttemptResult::NotSent(why) => Some(failure(format!("not sent: {why}"))),
+        AttemptResult::Unknown(why) => Some(failure(format!("unknown: {why}"))),
+        AttemptResult::Invalid(_) => None,
+    }
+}
+
+/// Records what an attempt to `destination` said, when its breaker is on and it is worth a
+/// write; the view takes the row back.
+pub(crate) async fn record(shared: &Shared, destination: &Destination, result: &AttemptResult) {
+    let Some(policy) = &destination.breaker else {
+        return;
+    };
+    let Some(outcomes) = outcome(result, destination) else {
+        return;
+    };
+    if !shared.health.worth_recording(&destination.name, &outcomes) {
+        return;
+    }
+    match shared
+        .store
+        .destination_record(&destination.name, &outcomes, policy)
+        .await
+    {
+        Ok(Some(t)) => shared.health.apply(&t),
+        Ok(None) => {}
+        Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
+    }
+}
+
+/// Re-reads the view until `stop`: every `poll_interval`, at most every second.
+pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
+    let every = shared
+        .config
+        .dispatcher
+        .poll_interval
+        .min(Duration::from_secs(1));
+    // Holds older than the longest max_age cannot shorten any op's age.
+    let horizon = shared
+        .config
+        .destinations
+        .values()
+        .map(|d| d.retry.max_age)
+        .max()
+        .unwrap_or_default();
+    loop {
+        let since = OffsetDateTime::now_utc() - horizon;
+        let read = async {
+            let rows = shared.store.destination_list().await?;
+            let holds = shared.store.destination_hold_list(since).await?;
+            Ok::<_, outbox_store::Error>((rows, holds))
+        };
+        match read.await {
+            Ok((rows, holds)) => shared.health.replace(rows, holds),
+            Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_the_destinations_and_other_answers_the_ops() {
+        let config = crate::Config::load(
+            Some("[destinations.b]\nbase_url = \"http://127.0.0.1:1\"\n"),
+            &HashMap::new(),
+        )
+        .unwrap();
+        let d = &config.destinations["b"];
+        let status = |code| AttemptResult::Status {
+            code,
+            retry_after: None,
+        };
+        for (result, failed) in [
+            (status(503), Some(true)),
+            (status(429), Some(true)),
+            (status(400), Some(false)),
+            (status(204), Some(false)),
+            (AttemptResult::NotSent("refused".into()), Some(true)),
+            (AttemptResult::Unknown("timed out".into()), Some(true)),
+            (AttemptResult::Invalid("bad row".into()), None),
+        ] {
+            let got = outcome(&result, d).map(|o| o.failures_after == 1 && !o.healthy);
+            assert_eq!(got, failed, "{result:?}");
+        }
+        assert!(d.breaker.is_some(), "on by default");
+    }
+}
