@@ -99,6 +99,13 @@ pub(crate) enum Command {
     /// Example: outboxctl partitions set 16 --reason "three dispatcher hosts from today"
     #[command(subcommand)]
     Partitions(PartitionsCommand),
+    /// Destinations' health: the circuit breaker's state, failures, last error, next probe and
+    /// pending ops; or pause and resume one. A paused destination's ops stay pending and it is
+    /// never probed until resumed. Logged with who and why.
+    ///
+    /// Example: outboxctl destination pause billing --reason "vendor maintenance until 14:00"
+    #[command(subcommand)]
+    Destination(DestinationCommand),
     /// Enqueues refused because the owner's lease was stale, expired or gone.
     ///
     /// Example: outboxctl rejections --since 1h --resource statement:1842
@@ -203,6 +210,41 @@ pub(crate) enum PartitionsCommand {
     ///
     /// Example: outboxctl partitions set 16 --reason "three dispatcher hosts from today"
     Set(PartitionsSetArgs),
+}
+
+/// `outboxctl destination …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DestinationCommand {
+    /// Every destination with a breaker row or ops: state (closed, open, half_open, paused),
+    /// consecutive failures, last error, when it opened, the next probe, and its ops by state.
+    ///
+    /// Example: outboxctl destination list --json
+    List,
+    /// Pause a destination: its ops are not claimed (they stay pending, their max_age does not
+    /// run) and it is never probed, on every dispatcher, until resumed.
+    ///
+    /// Example: outboxctl destination pause billing --reason "vendor maintenance (CHG-12)"
+    Pause(DestinationChangeArgs),
+    /// Resume a paused destination: closed again, its failures forgotten; its ops are claimed
+    /// at the dispatchers' next poll.
+    ///
+    /// Example: outboxctl destination resume billing --reason "vendor confirmed the fix"
+    Resume(DestinationChangeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DestinationChangeArgs {
+    /// The destination's name, as producers give it.
+    pub(crate) name: String,
+    /// Why (required): recorded in outbox_admin_log.
+    #[arg(long)]
+    pub(crate) reason: String,
+    /// Who: recorded in outbox_admin_log [default: $USER].
+    #[arg(long, env = "USER", hide_env_values = true)]
+    pub(crate) actor: Option<String>,
+    /// Show what would change, change nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 #[derive(Debug, Args)]

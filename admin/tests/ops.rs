@@ -747,7 +747,117 @@ fn completions_print_a_script() {
     );
 }
 
+/// A destination paused from outboxctl while a dispatcher runs: its ops wait, pending, and are
+/// delivered once it is resumed; `destination list` shows who paused it and why, and both
+/// changes are in the admin log.
+async fn a_destination_paused_from_outboxctl_waits_until_resumed(db: TestDb) {
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let pause = ctl(
+        &db,
+        &[
+            "destination",
+            "pause",
+            "statements",
+            "--reason",
+            "vendor maintenance (CHG-12)",
+        ],
+    )
+    .await;
+    assert!(pause.status.success(), "{}", text(&pause));
+    assert!(
+        text(&pause).contains("closed -> paused"),
+        "{}",
+        text(&pause)
+    );
+    let again = ctl(
+        &db,
+        &[
+            "destination",
+            "pause",
+            "statements",
+            "--reason",
+            "r",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(json(&again)["changed"], false, "already paused");
+
+    let lease = lease(&outbox, "statement:1842").await;
+    let sent = outbox
+        .enqueue(&lease, &statement("paused-1"))
+        .await
+        .unwrap();
+    // Well past the dispatchers' view refresh (the poll interval): still pending, nothing sent.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(state_of(&db, sent.seq).await, "pending");
+    assert!(receiver.received().is_empty());
+    let listed = json(&ctl(&db, &["destination", "list", "--json"]).await);
+    let row = &listed.as_array().unwrap()[0];
+    assert_eq!(
+        (row["destination"].as_str(), row["state"].as_str()),
+        (Some("statements"), Some("paused"))
+    );
+    assert_eq!(row["pending"], 1);
+    assert_eq!(row["health"]["paused"]["by"], "ana");
+    assert_eq!(
+        row["health"]["paused"]["reason"],
+        "vendor maintenance (CHG-12)"
+    );
+    let table = text(&ctl(&db, &["destination", "list"]).await);
+    assert!(
+        table.contains("paused") && table.contains("vendor maintenance"),
+        "{table}"
+    );
+
+    let resume = ctl(
+        &db,
+        &[
+            "destination",
+            "resume",
+            "statements",
+            "--reason",
+            "vendor confirmed the fix",
+            "--actor",
+            "bo",
+        ],
+    )
+    .await;
+    assert!(
+        text(&resume).contains("paused -> closed"),
+        "{}",
+        text(&resume)
+    );
+    until_state(&db, sent.seq, "delivered").await;
+    dispatcher.stop().await;
+    let log = db.admin_log().await;
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(
+        log[0].starts_with("ana|pause|vendor maintenance (CHG-12)|"),
+        "{log:?}"
+    );
+    assert!(
+        log[1].starts_with("bo|resume|vendor confirmed the fix|"),
+        "{log:?}"
+    );
+    let details: serde_json::Value =
+        serde_json::from_str(log[1].splitn(4, '|').nth(3).unwrap()).unwrap();
+    assert_eq!(
+        details,
+        serde_json::json!({"destination": "statements", "before": "paused", "after": "closed"})
+    );
+    let bad = ctl(
+        &db,
+        &["destination", "pause", "https://evil", "--reason", "r"],
+    )
+    .await;
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
+
 conformance!(
+    a_destination_paused_from_outboxctl_waits_until_resumed,
     a_dead_op_is_investigated_replayed_and_delivered,
     replay_refuses_superseded_delivered_and_in_flight_ops,
     a_cancelled_op_is_never_sent,

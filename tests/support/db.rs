@@ -255,6 +255,19 @@ impl TestDb {
         })
     }
 
+    /// Every admin log row, oldest first, as `actor|action|reason|details`.
+    pub async fn admin_log(&self) -> Vec<String> {
+        const LOG: &str = "SELECT actor || '|' || action || '|' || reason || '|' || details AS r \
+             FROM outbox_admin_log ORDER BY id";
+        if self.kind == Kind::Mssql {
+            return mssql::admin_log(&self.url).await;
+        }
+        with_conn!(self, c => {
+            let rows = sqlx::query(LOG).fetch_all(&mut c).await.expect("admin log");
+            rows.iter().map(|r| r.get::<String, _>("r")).collect()
+        })
+    }
+
     /// Every op row, in enqueue order, with the columns tests check.
     pub async fn ops(&self) -> Vec<OpRow> {
         let sql = match self.kind {

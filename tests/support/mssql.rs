@@ -157,6 +157,17 @@ pub(crate) async fn snapshot(url: &str) -> Vec<String> {
     out
 }
 
+/// See `TestDb::admin_log`.
+pub(crate) async fn admin_log(url: &str) -> Vec<String> {
+    const LOG: &str = "SELECT CONCAT(actor, '|', action, '|', reason, '|', details) AS r \
+         FROM dbo.outbox_admin_log ORDER BY id";
+    rows(url, LOG, "admin log")
+        .await
+        .iter()
+        .map(|r| req::<&str>(r, "r").to_owned())
+        .collect()
+}
+
 /// See `TestDb::ops`.
 pub(crate) async fn ops(url: &str) -> Vec<OpRow> {
     const OPS: &str = "SELECT id, LOWER(CONVERT(varchar(36), op_id)) AS op_text, resource, fence, \

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` connects and dispatches.
 
 mod change;
+mod destination;
 mod enqueue;
 mod lease;
 mod list;
@@ -19,7 +20,7 @@ use clap::CommandFactory as _;
 use outbox_producer::Outbox;
 use outbox_store::{Store, StoreOptions, TtlBounds};
 
-use crate::cli::{Cli, Command, Global, LeaseCommand, PartitionsCommand};
+use crate::cli::{Cli, Command, DestinationCommand, Global, LeaseCommand, PartitionsCommand};
 use crate::exit::CliError;
 
 /// Runs the parsed command line.
@@ -57,6 +58,13 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cancel(args) => change::run(&store, change::Verb::Cancel, &args, json).await,
         Command::Purge(args) => purge::run(&store, &args, json).await,
         Command::Partitions(PartitionsCommand::Show) => partitions::show(&store, json).await,
+        Command::Destination(DestinationCommand::List) => destination::list(&store, json).await,
+        Command::Destination(DestinationCommand::Pause(args)) => {
+            destination::change(&store, &args, true, json).await
+        }
+        Command::Destination(DestinationCommand::Resume(args)) => {
+            destination::change(&store, &args, false, json).await
+        }
         Command::Partitions(PartitionsCommand::Set(args)) => {
             partitions::set(&store, &args, json).await
         }
