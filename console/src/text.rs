@@ -36,8 +36,9 @@ pub(crate) fn relative(t: OffsetDateTime) -> String {
     relative_ms(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
-/// `t` as RFC 3339.
+/// `t` as RFC 3339, to the millisecond.
 pub(crate) fn exact(t: OffsetDateTime) -> String {
+    let t = t.replace_millisecond(t.millisecond()).unwrap_or(t);
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
 }
@@ -93,6 +94,8 @@ mod tests {
         assert_eq!(relative_ms(-90_000_000), "1d 1h ago");
         assert_eq!(age_ms(1_500), "1.5s");
         assert_eq!(age_ms(-1_500), "1.5s");
+        let t = OffsetDateTime::from_unix_timestamp_nanos(123_456_789).unwrap();
+        assert_eq!(exact(t), "1970-01-01T00:00:00.123Z");
     }
 
     #[test]
