@@ -3,6 +3,7 @@
 //! killed when dropped. Missing browser packages fail the test with what to install; only
 //! `OUTBOX_SKIP_BROWSER_TESTS=1` turns that into a skip, said loudly.
 
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -44,7 +45,9 @@ pub(crate) fn available() -> bool {
         return true;
     }
     if std::env::var(SKIP_VAR).as_deref() == Ok("1") {
-        eprintln!(
+        // Straight to stderr, past the test harness's capture: a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr(),
             "\n*** SKIPPED: the browser test did not run: {} not found and {SKIP_VAR}=1 ***\n",
             missing.join(" and ")
         );
