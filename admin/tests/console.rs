@@ -340,6 +340,20 @@ fn artifacts() -> PathBuf {
     dir
 }
 
+/// Keeps a screenshot of the page shown as `target/artifacts/console-<page>.png` (SQLite) or
+/// `console-<page>-<backend>.png`, and prints where.
+async fn screenshot(client: &Client, db: &TestDb, page: &str) {
+    let shot = client.screenshot().await.unwrap();
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
+    let name = match db.kind() {
+        outbox_tests::Kind::Sqlite => format!("console-{page}.png"),
+        other => format!("console-{page}-{}.png", format!("{other:?}").to_lowercase()),
+    };
+    let path = artifacts().join(name);
+    std::fs::write(&path, shot).unwrap();
+    eprintln!("screenshot of the {page} page: {}", path.display());
+}
+
 async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_database(db: TestDb) {
     if !browser::available() {
         return;
@@ -379,18 +393,7 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
         REJECTED
     );
     nothing_ran(client, "Overview · fenced outbox").await;
-    let shot = client.screenshot().await.unwrap();
-    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
-    let name = match db.kind() {
-        outbox_tests::Kind::Sqlite => "console-overview.png".to_owned(),
-        other => format!(
-            "console-overview-{}.png",
-            format!("{other:?}").to_lowercase()
-        ),
-    };
-    let path = artifacts().join(name);
-    std::fs::write(&path, shot).unwrap();
-    eprintln!("screenshot of the overview: {}", path.display());
+    screenshot(client, &db, "overview").await;
 
     // The dead list, by its link, and the dead op's page, by its.
     client
@@ -459,6 +462,7 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
     assert!(!source.contains("hunter2"), "a header value is on the page");
     assert!(!source.contains("b0dy-s3cret"), "the body is on the page");
     nothing_ran(client, &title).await;
+    screenshot(client, &db, "op").await;
 
     // An op that does not exist, and one named wrongly.
     client
