@@ -2,7 +2,8 @@
 # The test command (README "Set up"): format check, clippy with warnings as errors, then the
 # whole test suite. PostgreSQL tests start a throwaway cluster from the local binaries, or use
 # DATABASE_URL when it is set; when neither exists and we run as root, the binaries are
-# installed with apt-get first. SQL Server tests run only when OUTBOX_MSSQL_URL is set.
+# installed with apt-get first. The console's browser test needs Debian's chromium and
+# chromium-driver, installed the same way. SQL Server tests run only when OUTBOX_MSSQL_URL is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,14 +11,37 @@ have_postgres() {
     command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
 }
 
-if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing PostgreSQL (apt-get install postgresql)"
+can_apt() {
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1
+}
+apt_updated=no
+apt_install() {
+    if [ "$apt_updated" = no ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+        apt_updated=yes
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+if [ -z "${DATABASE_URL:-}" ] && ! have_postgres; then
+    if can_apt; then
+        echo "== installing PostgreSQL (apt-get install postgresql)"
+        apt_install postgresql
     else
         echo "PostgreSQL binaries not found and cannot install them (not root or no apt-get)." >&2
         echo "Install PostgreSQL (initdb, pg_ctl) or set DATABASE_URL; the PostgreSQL tests will fail otherwise." >&2
+    fi
+fi
+# The console's browser test (admin/tests/console.rs) drives /usr/bin/chromium through
+# /usr/bin/chromedriver; without them it fails, unless OUTBOX_SKIP_BROWSER_TESTS=1 skips it.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if can_apt; then
+        echo "== installing Chromium for the console's browser test (apt-get install chromium chromium-driver)"
+        apt_install chromium chromium-driver
+    else
+        echo "chromium or chromedriver not found and cannot install them (not root or no apt-get)." >&2
+        echo "Install Debian's chromium and chromium-driver; the console's browser test fails otherwise" >&2
+        echo "(OUTBOX_SKIP_BROWSER_TESTS=1 skips it knowingly)." >&2
     fi
 fi
 # A throwaway cluster runs as the postgres user when we are root; runuser comes with util-linux.
@@ -31,7 +55,7 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo check -p outboxctl (outboxctl builds without the daemon's HTTP stack)" && cargo check -p outboxctl --locked
+echo "== cargo check -p outboxctl (outboxctl builds without the daemon: no HTTP client, no loops; only the console's server)" && cargo check -p outboxctl --locked
 
 # No SQL Server runs on these machines: every T-SQL file is at least parsed by a maintained T-SQL
 # parser (sqlfluff, tsql dialect), installed from PyPI into a virtualenv under target/.

@@ -110,6 +110,16 @@ pub(crate) enum Command {
     ///
     /// Example: outboxctl rejections --since 1h --resource statement:1842
     Rejections(RejectionArgs),
+    /// Serve the read-only web console until Ctrl-C or SIGTERM: counts by state and
+    /// destination, oldest pending, dead ops with their last error, each op's attempts (never
+    /// its body or its header values), recent rejections, partitions with their leaders and
+    /// the dispatcher instances. It changes nothing: replay and cancel stay in outboxctl,
+    /// logged. It has NO AUTHENTICATION: anyone who reaches the address reads every op's
+    /// resource, path, key and errors, so keep it on loopback or behind a proxy of your own.
+    /// With --config, the destinations table says which destinations the dispatcher lacks.
+    ///
+    /// Example: outboxctl web --config /etc/outbox/dispatcher.toml --listen 127.0.0.1:8080
+    Web(WebArgs),
     /// Follow attempts as they are recorded, one line each, until Ctrl-C.
     ///
     /// Example: outboxctl tail --config /etc/outbox/dispatcher.toml
@@ -293,6 +303,19 @@ pub(crate) struct RejectionArgs {
     /// How many at most.
     #[arg(long, default_value_t = 100)]
     pub(crate) limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct WebArgs {
+    /// Where to listen, IP:PORT (port 0 picks a free one; the address is printed on stderr).
+    /// Any address but loopback lets other hosts read the console, which has no
+    /// authentication.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// How often the pages reload themselves, 1s..=1h, or 0s for never. Each reload of the
+    /// overview counts the ops table by state and destination, as `status` does.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub(crate) refresh: Duration,
 }
 
 #[derive(Debug, Args)]

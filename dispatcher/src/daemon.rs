@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
 use crate::routes::Shared;
-use crate::{drain, housekeeping, http, metrics};
+use crate::{console, drain, housekeeping, http, metrics};
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -121,14 +121,18 @@ async fn adopt_partition_count(store: &Store, configured: u32) -> Result<(), Err
 /// Runs the dispatcher until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let ready = Arc::new(AtomicBool::new(false));
+    let console = console::console(&config);
     if let Some(addr) = config.dispatcher.listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| Error::Listen { addr, source })?;
-        let app = http::router(http::Probe {
+        let mut app = http::router(http::Probe {
             ready: ready.clone(),
             metrics: metrics::handle(),
         });
+        if let Some(console) = &console {
+            app = app.merge(console.router());
+        }
         let stop = shutdown.clone();
         tokio::spawn(async move {
             let served = axum::serve(listener, app)
@@ -138,13 +142,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
                 tracing::error!(error = %e, "health and metrics listener failed");
             }
         });
-        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        if console.is_some() {
+            tracing::info!(%addr, "serving /metrics, /healthz, /readyz and the read-only console under {}/", console::BASE_PATH);
+        } else {
+            tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        }
     } else {
         metrics::handle();
     }
     let Some(store) = connect(&config, &shutdown).await? else {
         return Ok(());
     };
+    // The console's pool closes whenever run returns, by shutdown or by an error.
+    let console_stop = shutdown.child_token();
+    let _console_stop = console_stop.clone().drop_guard();
+    if let Some(console) = console {
+        console::connect(console, &config, console_stop);
+    }
     if config.destinations.is_empty() {
         tracing::warn!("no destinations are configured: ops stay pending until one is");
     }

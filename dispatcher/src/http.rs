@@ -1,6 +1,7 @@
 //! The one listener: `/metrics` (Prometheus text), `/healthz` (the process runs) and
 //! `/readyz` (the database answers: 503 until it does). Built by one function so tests can
-//! serve it in-process.
+//! serve it in-process. With `[console] enabled` the daemon merges the console's routes into
+//! it (`console`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,8 @@
 //! `outbox-dispatcher`: the fenced daemon that delivers recorded ops over HTTP.
 //!
 //! [`run`] is the whole daemon: it connects (retrying while the database is unreachable),
-//! migrates if configured, serves `/metrics`, `/healthz` and `/readyz`, and runs one loop per
+//! migrates if configured, serves `/metrics`, `/healthz` and `/readyz` (and, with `[console]
+//! enabled`, the read-only web console under `/console/`), and runs one loop per
 //! partition that competes for the partition's lease and, while leading, claims and delivers
 //! ops (see `drain`). It stops when `shutdown` is cancelled: no new claims, attempts in flight
 //! finish within the grace period, leases are released. Tests start it in-process with their
@@ -12,6 +13,8 @@
 //! ([`Config::load`]), which `outboxctl` reads without linking the HTTP client and server.
 
 pub mod config;
+#[cfg(feature = "daemon")]
+pub mod console;
 #[cfg(feature = "daemon")]
 mod daemon;
 #[cfg(feature = "daemon")]

@@ -13,6 +13,7 @@ mod select;
 mod show;
 mod status;
 mod tail;
+mod web;
 
 use std::collections::HashMap;
 
@@ -70,6 +71,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Rejections(args) => rejections::run(&store, &args, json).await,
         Command::Tail(args) => tail::run(&store, &args, json).await,
+        Command::Web(args) => match configured_destinations(&cli.global) {
+            Ok(configured) => web::run(&store, &args, configured).await,
+            Err(e) => Err(e),
+        },
         Command::Completions { .. } => Ok(()),
     };
     store.close().await;
@@ -98,10 +103,22 @@ fn database_url(global: &Global) -> Result<String, CliError> {
             "no database: pass --database-url URL (or OUTBOX_DATABASE_URL) or --config FILE",
         ));
     };
+    Ok(read_config(path)?.database_url.expose().to_owned())
+}
+
+/// The destinations of the dispatcher's config file, when `--config` names one.
+fn configured_destinations(global: &Global) -> Result<Option<Vec<String>>, CliError> {
+    let Some(path) = &global.config else {
+        return Ok(None);
+    };
+    Ok(Some(read_config(path)?.destinations.into_keys().collect()))
+}
+
+/// The dispatcher's config file at `path`, read the way the dispatcher reads it.
+fn read_config(path: &str) -> Result<outbox_dispatcher::Config, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::invalid(format!("cannot read config {path}: {e}")))?;
     let env: HashMap<String, String> = std::env::vars().collect();
-    let config = outbox_dispatcher::config::Config::load(Some(&text), &env)
-        .map_err(|e| CliError::invalid(format!("config {path}: {e}")))?;
-    Ok(config.database_url.expose().to_owned())
+    outbox_dispatcher::config::Config::load(Some(&text), &env)
+        .map_err(|e| CliError::invalid(format!("config {path}: {e}")))
 }

@@ -72,9 +72,20 @@ pub struct Config {
     pub dispatcher: DispatcherConfig,
     /// The destinations by name.
     pub destinations: BTreeMap<String, Destination>,
+    /// The web console on the dispatcher's listener.
+    pub console: ConsoleConfig,
     /// Traces: `None` while off (no `telemetry.otlp_endpoint` and `OTEL_TRACES_EXPORTER` is
     /// not `otlp`, or it is `none`).
     pub telemetry: Option<TelemetryConfig>,
+}
+
+/// `[console]`: the read-only web console under `/console/` on `dispatcher.listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsoleConfig {
+    /// Whether the listener serves it. Default: false. Needs `dispatcher.listen`.
+    pub enabled: bool,
+    /// How often its pages reload themselves; zero: never. Default: 10 s.
+    pub refresh: Duration,
 }
 
 /// `[telemetry]` with the `OTEL_*` variables applied: where and how spans are exported. See
@@ -261,6 +272,14 @@ mod tests {
         assert_eq!(c.dispatcher.lease_ttl, Duration::from_secs(15));
         assert_eq!(c.dispatcher.listen, Some("127.0.0.1:9187".parse().unwrap()));
         assert!(c.destinations.is_empty());
+        assert_eq!(
+            c.console,
+            ConsoleConfig {
+                enabled: false,
+                refresh: Duration::from_secs(10)
+            },
+            "the console is off unless asked for"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub(super) destinations: BTreeMap<String, RawDestination>,
     pub(super) telemetry: RawTelemetry,
+    pub(super) console: RawConsole,
     /// The standard OpenTelemetry variables of the environment, which `validate` weighs
     /// against `[telemetry]` (they are not keys of one table, so they are not layered).
     #[serde(skip)]
@@ -51,6 +52,14 @@ pub(super) struct RawDispatcher {
     pub(super) shutdown_grace: String,
     pub(super) retention: String,
     pub(super) listen: String,
+}
+
+/// `[console]`: the read-only web console on the dispatcher's listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConsole {
+    pub(super) enabled: bool,
+    pub(super) refresh: String,
 }
 
 /// `[telemetry]`: traces over OTLP/HTTP.
@@ -226,13 +235,14 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 
 /// `OUTBOX_DATABASE_URL` → `database.url`, `OUTBOX_DISPATCHER_LISTEN` → `dispatcher.listen`,
 /// `OUTBOX_LEASE_MIN_TTL` → `lease.min_ttl`, `OUTBOX_TELEMETRY_SAMPLING_RATIO` →
-/// `telemetry.sampling_ratio`. Numbers (`4`, `0.25`) and booleans keep their type.
+/// `telemetry.sampling_ratio`, `OUTBOX_CONSOLE_ENABLED` → `console.enabled`. Numbers (`4`,
+/// `0.25`) and booleans keep their type.
 fn apply_env(table: &mut toml::Table, env: &HashMap<String, String>) {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("OUTBOX_") else {
             continue;
         };
-        let sections = ["DATABASE", "DISPATCHER", "LEASE", "TELEMETRY"];
+        let sections = ["DATABASE", "DISPATCHER", "LEASE", "TELEMETRY", "CONSOLE"];
         let Some((section, key)) = sections.iter().find_map(|s| {
             rest.strip_prefix(s)
                 .and_then(|k| k.strip_prefix('_'))
@@ -361,6 +371,12 @@ mod tests {
         assert_eq!(c.dispatcher.partitions, 4);
         assert_eq!(c.dispatcher.listen, None);
         assert_eq!(c.lease_bounds.min(), Duration::from_secs(1));
+        let console = env(&[("OUTBOX_CONSOLE_ENABLED", "true")]);
+        let raw = RawConfig::load(None, &console).unwrap();
+        assert!(
+            raw.console.enabled,
+            "OUTBOX_CONSOLE_ENABLED is read as a boolean"
+        );
     }
 
     #[test]

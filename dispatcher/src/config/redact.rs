@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::{Config, Destination, DispatcherConfig, Secret, TelemetryConfig};
+use super::{Config, ConsoleConfig, Destination, DispatcherConfig, Secret, TelemetryConfig};
 
 /// What [`Config::redacted`] prints: one table per section, then one per destination.
 pub(super) fn config_toml(c: &Config) -> String {
     let mut out = database_and_lease(c);
     out += &dispatcher(&c.dispatcher);
+    out += &console(&c.console);
     out += &telemetry(c.telemetry.as_ref());
     for dest in c.destinations.values() {
         out += &destination(dest);
@@ -48,6 +49,14 @@ fn dispatcher(d: &DispatcherConfig) -> String {
         h(d.shutdown_grace),
         h(d.retention),
         d.listen.map(|a| a.to_string()).unwrap_or_default()
+    )
+}
+
+fn console(c: &ConsoleConfig) -> String {
+    format!(
+        "\n[console]\nenabled = {}\nrefresh = {:?}\n",
+        c.enabled,
+        h(c.refresh)
     )
 }
 
@@ -270,6 +279,25 @@ mod tests {
             assert!(Url::parse(url).is_err(), "{url} parses: pick another case");
             assert_eq!(redact_url(url), shown, "{url}");
         }
+    }
+
+    #[test]
+    fn check_config_shows_the_console_and_it_loads_again() {
+        let file = "[console]\nenabled = true\nrefresh = \"0s\"\n";
+        let c = Config::load(Some(file), &HashMap::new()).unwrap();
+        let shown = c.redacted();
+        assert!(
+            shown.contains("\n[console]\nenabled = true\nrefresh = \"0s\"\n"),
+            "{shown}"
+        );
+        let again = Config::load(Some(&shown), &HashMap::new()).unwrap();
+        assert_eq!(again.console, c.console);
+        assert!(
+            Config::load(None, &HashMap::new())
+                .unwrap()
+                .redacted()
+                .contains("[console]\nenabled = false\nrefresh = \"10s\"\n")
+        );
     }
 
     #[test]

@@ -11,9 +11,10 @@ use http::{HeaderName, HeaderValue};
 use outbox_store::{DestinationName, TtlBounds};
 use url::Url;
 
-use super::raw::{RawBreaker, RawConfig, RawDestination, RawDispatcher, RawRetry};
+use super::raw::{RawBreaker, RawConfig, RawConsole, RawDestination, RawDispatcher, RawRetry};
 use super::{
-    Config, ConfigError, Destination, DispatcherConfig, RetryPolicy, Secret, err, longest_attempt,
+    Config, ConfigError, ConsoleConfig, Destination, DispatcherConfig, RetryPolicy, Secret, err,
+    longest_attempt,
 };
 use crate::signing::SigningKey;
 
@@ -68,6 +69,7 @@ impl TryFrom<RawConfig> for Config {
             destinations.insert(name.clone(), destination(name, d, &dispatcher)?);
         }
         let telemetry = super::telemetry::telemetry(&raw.telemetry, &raw.otel)?;
+        let console = console(&raw.console, &dispatcher)?;
         Ok(Config {
             database_url: Secret(raw.database.url),
             migrate: raw.database.migrate,
@@ -75,9 +77,33 @@ impl TryFrom<RawConfig> for Config {
             lease_bounds,
             dispatcher,
             destinations,
+            console,
             telemetry,
         })
     }
+}
+
+/// `[console]`: served on `dispatcher.listen`, so it needs one; `refresh` 0s, or 1s..=1h.
+fn console(raw: &RawConsole, dispatcher: &DispatcherConfig) -> Result<ConsoleConfig, ConfigError> {
+    if raw.enabled && dispatcher.listen.is_none() {
+        return Err(err(
+            "console.enabled",
+            "the console is served on dispatcher.listen, which is empty: set both, or neither",
+        ));
+    }
+    let refresh = duration("console.refresh", &raw.refresh)?;
+    if !refresh.is_zero()
+        && !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&refresh)
+    {
+        return Err(err(
+            "console.refresh",
+            "must be 0s (no reloads) or between 1s and 1h",
+        ));
+    }
+    Ok(ConsoleConfig {
+        enabled: raw.enabled,
+        refresh,
+    })
 }
 
 fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfig, ConfigError> {
@@ -436,6 +462,12 @@ mod tests {
             ("[dispatcher]\nlease_ttl = \"1d\"", "dispatcher.lease_ttl"),
             ("[dispatcher]\npartitions = 0", "dispatcher.partitions"),
             ("[dispatcher]\nlisten = \"nowhere\"", "dispatcher.listen"),
+            (
+                "[dispatcher]\nlisten = \"\"\n[console]\nenabled = true",
+                "console.enabled",
+            ),
+            ("[console]\nrefresh = \"500ms\"", "console.refresh"),
+            ("[console]\nrefresh = \"2h\"", "console.refresh"),
             ("[database]\nurl = \"mysql://x\"", "database.url"),
             (
                 "[destinations.billing]\nbase_url = \"ftp://x\"",
@@ -671,6 +703,8 @@ mod bound_tests {
         "[dispatcher]\nshutdown_grace",
         "[dispatcher]\nretention",
         "[dispatcher]\nlisten",
+        "[console]\nenabled",
+        "[console]\nrefresh",
         "[lease]\nmin_ttl",
         "[lease]\nmax_ttl",
         "[destinations.b]\nbase_url = \"http://h\"\ntimeout",

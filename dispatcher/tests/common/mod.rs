@@ -27,11 +27,13 @@ impl Running {
 }
 
 /// Starts a dispatcher on `db` whose destinations are `destinations` (TOML tables).
+#[allow(dead_code)] // console.rs starts its dispatchers with dispatch_with
 pub(crate) fn dispatch(db: &TestDb, destinations: &str) -> Running {
     dispatch_listening(db, destinations, "")
 }
 
 /// As [`dispatch`], serving /metrics, /healthz and /readyz on `listen`.
+#[allow(dead_code)] // console.rs starts its dispatchers with dispatch_with
 pub(crate) fn dispatch_listening(db: &TestDb, destinations: &str, listen: &str) -> Running {
     dispatch_with(db, destinations, &format!("listen = {listen:?}\n"))
 }

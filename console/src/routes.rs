@@ -1,0 +1,180 @@
+//! The routes and their handlers, under the console's base path: `/` (overview), `/ops`
+//! (ops by state and destination), `/ops/{op}` (one op, by op id or sequence), `/style.css`;
+//! anything else under the base is a 404 page. Every route answers GET and HEAD; any other
+//! method gets a 405 page, so nothing here can change the outbox.
+
+use axum::Router;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{MethodRouter, get};
+
+use crate::error::PageError;
+use crate::pages::{self, Chrome, OpDetailPage, OpsPage, OverviewPage};
+use crate::text;
+use crate::view::{Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN};
+use crate::{Console, headers};
+
+/// The console's router: its pages under its base path, with the console's headers on every
+/// answer.
+pub(crate) fn router(console: Console) -> Router {
+    let base = console.base().to_owned();
+    let mut router = Router::new()
+        .route(&format!("{base}/"), page(get(overview)))
+        .route(&format!("{base}/ops"), page(get(ops)))
+        .route(&format!("{base}/ops/{{op}}"), page(get(op)))
+        .route(&format!("{base}/style.css"), page(get(style)))
+        .route(&format!("{base}/{{*rest}}"), page(get(not_found)));
+    if !base.is_empty() {
+        let slash = format!("{base}/");
+        router = router.route(
+            &base,
+            page(get(move || async move { Redirect::permanent(&slash) })),
+        );
+    }
+    router
+        .layer(axum::middleware::map_response(headers::add))
+        .with_state(console)
+}
+
+/// `method` answering 405 to every method it does not route.
+fn page(method: MethodRouter<Console>) -> MethodRouter<Console> {
+    method.fallback(|State(c): State<Console>| async move {
+        pages::error(&c, &PageError::method_not_allowed())
+    })
+}
+
+/// The answer for `result`: the page, or the page of its error.
+fn answer(console: &Console, result: Result<Response, PageError>) -> Response {
+    result.unwrap_or_else(|e| pages::error(console, &e))
+}
+
+async fn overview(State(c): State<Console>) -> Response {
+    answer(&c, overview_page(&c).await)
+}
+
+async fn overview_page(c: &Console) -> Result<Response, PageError> {
+    let store = c.store().ok_or_else(PageError::not_attached)?;
+    let status = store.admin_status().await?;
+    let health = store.destination_list().await?;
+    let rejections = store.rejection_list(REJECTIONS_SHOWN).await?;
+    let configured = c.options().configured_destinations.as_deref();
+    let o = Overview::new(
+        &status,
+        &health,
+        &rejections,
+        configured,
+        &Links::new(c.base()),
+    );
+    let page = OverviewPage {
+        chrome: Chrome::new(c, "Overview"),
+        o: &o,
+    };
+    Ok(pages::html(StatusCode::OK, &page))
+}
+
+async fn ops(
+    State(c): State<Console>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Response {
+    answer(&c, ops_page(&c, query).await)
+}
+
+async fn ops_page(
+    c: &Console,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let Query(query) = query.map_err(|e| {
+        PageError::bad_request(format!(
+            "the query is malformed: {}",
+            text::clip(&e.body_text(), 200)
+        ))
+    })?;
+    let filter = query.filter()?;
+    let store = c.store().ok_or_else(PageError::not_attached)?;
+    let found = store.admin_op_list(&filter).await?;
+    let list = OpsList::new(&filter, &found, &Links::new(c.base()));
+    let page = OpsPage {
+        chrome: Chrome::new(c, list.heading.clone()),
+        list: &list,
+    };
+    Ok(pages::html(StatusCode::OK, &page))
+}
+
+async fn op(State(c): State<Console>, op: Result<Path<String>, PathRejection>) -> Response {
+    answer(&c, op_page(&c, op).await)
+}
+
+async fn op_page(
+    c: &Console,
+    op: Result<Path<String>, PathRejection>,
+) -> Result<Response, PageError> {
+    let Path(op) = op.map_err(|_| PageError::bad_request("the op's id is not valid UTF-8"))?;
+    let named = OpName::parse(&op)?;
+    let store = c.store().ok_or_else(PageError::not_attached)?;
+    let seq = match named {
+        OpName::Seq(seq) => Some(seq),
+        OpName::Id(id) => store.admin_op_find(id).await?,
+    };
+    let missing = || PageError::not_found(format!("there is no op {}", text::clip(&op, 60)));
+    let Some(seq) = seq else {
+        return Err(missing());
+    };
+    let detail = store.admin_op_show(seq).await?.ok_or_else(missing)?;
+    let shown = OpPage::new(&detail, &Links::new(c.base()));
+    let page = OpDetailPage {
+        chrome: Chrome::new(c, format!("Op {}", shown.seq)),
+        op: &shown,
+    };
+    Ok(pages::html(StatusCode::OK, &page))
+}
+
+/// How a link names an op: by its op id (a UUID), or by its sequence as `outboxctl` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpName {
+    Id(uuid::Uuid),
+    Seq(i64),
+}
+
+impl OpName {
+    fn parse(text: &str) -> Result<OpName, PageError> {
+        if let Ok(id) = uuid::Uuid::parse_str(text) {
+            return Ok(OpName::Id(id));
+        }
+        match text.parse::<i64>() {
+            Ok(seq) if seq > 0 => Ok(OpName::Seq(seq)),
+            _ => Err(PageError::bad_request(format!(
+                "{} is not an op id (a UUID) or an op's sequence",
+                text::clip(text, 60)
+            ))),
+        }
+    }
+}
+
+async fn style() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../static/style.css"),
+    )
+}
+
+async fn not_found(State(c): State<Console>) -> Response {
+    pages::error(&c, &PageError::not_found("the console has no such page"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpName;
+
+    #[test]
+    fn ops_are_named_by_uuid_or_sequence_and_anything_else_is_a_400() {
+        let id = "0190a5c2-8c3e-7f00-8000-000000000001";
+        assert_eq!(OpName::parse(id), Ok(OpName::Id(id.parse().unwrap())));
+        assert_eq!(OpName::parse("42"), Ok(OpName::Seq(42)));
+        for bad in ["0", "-3", "x", "42abc", "<script>", ""] {
+            let e = OpName::parse(bad).unwrap_err();
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The read-only web console on the dispatcher's listener (`[console] enabled`, off by
+//! default): the pages of `outboxctl web` (crate `outbox-console`) under [`BASE_PATH`]. They
+//! read over a small pool of their own, connected once the daemon's database answers, so an
+//! operator's pages never take a connection the partition loops need.
+
+use std::time::Duration;
+
+use outbox_console::{Console, Options};
+use outbox_store::{Store, StoreOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+
+/// Where the pages live on the listener, beside `/metrics`, `/healthz` and `/readyz`.
+pub const BASE_PATH: &str = "/console";
+
+/// The console's pool: pages are read one query at a time, and a refresh storm must stay small.
+const CONNECTIONS: u32 = 2;
+
+/// The console `config` asks for, with no store yet (its pages answer 503 until
+/// [`connect`] attaches one); `None` when `[console]` is not enabled.
+pub(crate) fn console(config: &Config) -> Option<Console> {
+    config.console.enabled.then(|| {
+        Console::new(Options {
+            base_path: BASE_PATH.to_owned(),
+            refresh: config.console.refresh,
+            configured_destinations: Some(config.destinations.keys().cloned().collect()),
+        })
+    })
+}
+
+/// Connects the console's own pool (retrying while the database is unreachable), attaches it,
+/// and closes it once `stop` is cancelled.
+pub(crate) fn connect(console: Console, config: &Config, stop: CancellationToken) {
+    let url = config.database_url.clone();
+    let options = StoreOptions {
+        lease_ttl: config.lease_bounds,
+        max_connections: CONNECTIONS,
+        application_name: "outbox-dispatcher-console".to_owned(),
+        ..StoreOptions::default()
+    };
+    tokio::spawn(async move {
+        let mut backoff = Duration::from_millis(200);
+        let store = loop {
+            match Store::connect(url.expose(), options.clone()).await {
+                Ok(store) => break store,
+                Err(e) => {
+                    tracing::warn!(error = %e, ?backoff, "console: cannot connect its pool; retrying");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(10));
+        };
+        console.attach(store.clone());
+        stop.cancelled().await;
+        store.close().await;
+    });
+}
