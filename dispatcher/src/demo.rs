@@ -3,7 +3,9 @@
 //! local HTTP server stands in for the third-party statement API (it cannot check tokens);
 //! the real dispatcher delivers. Worker A is paused past its lease, B takes over and its
 //! statement is sent, A wakes up and its enqueue is rejected as stale. The demo checks every
-//! step and says so; it succeeds only when each expectation held. A command of the binary,
+//! step and says so; it succeeds only when each expectation held. With `--breaker` a second
+//! chapter follows: a ledger API that fails opens its destination's circuit breaker, gets one
+//! probe per cooldown, and is delivered to once it answers again. A command of the binary,
 //! not of the library: it drives the daemon through the library's public
 //! [`outbox_dispatcher::run`].
 
@@ -111,9 +113,9 @@ impl Narrator {
     }
 }
 
-/// Runs the story on an SQLite file in a temporary folder, or on `database_url`. `Ok(true)`
-/// when every expectation held.
-pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
+/// Runs the story on an SQLite file in a temporary folder, or on `database_url`, then the
+/// breaker's chapter when `breaker`. `Ok(true)` when every expectation held.
+pub(crate) async fn run(database_url: Option<String>, breaker: bool) -> anyhow::Result<bool> {
     let dir = tempfile::tempdir().context("create a temporary folder")?;
     let names = match &database_url {
         None => Names {
@@ -134,6 +136,7 @@ pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
     let mut n = Narrator::new();
     let received: Arc<Mutex<Vec<Received>>> = Arc::default();
     let api = statement_api(received.clone()).await?;
+    let ledger = Ledger::start().await?;
     let store = Store::connect(
         &url,
         StoreOptions {
@@ -148,7 +151,7 @@ pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
     let outbox = Outbox::from_store(store.clone());
     let shutdown = CancellationToken::new();
     let dispatcher = tokio::spawn(outbox_dispatcher::run(
-        dispatcher_config(&url, &api)?,
+        dispatcher_config(&url, &api, breaker.then_some(ledger.url.as_str()))?,
         shutdown.clone(),
     ));
     n.say(
@@ -163,7 +166,10 @@ pub(crate) async fn run(database_url: Option<String>) -> anyhow::Result<bool> {
         ),
     );
 
-    let result = story(&mut n, &outbox, &names, &received).await;
+    let mut result = story(&mut n, &outbox, &names, &received).await;
+    if breaker && result.is_ok() {
+        result = breaker_chapter(&mut n, &outbox, &store, &names, &ledger).await;
+    }
     shutdown.cancel();
     let stopped = dispatcher.await;
     store.close().await;
@@ -392,10 +398,164 @@ async fn statement_api(received: Arc<Mutex<Vec<Received>>>) -> anyhow::Result<St
 }
 
 /// The dispatcher's configuration for the demo: quick polling, a short partition lease, no
-/// HTTP listener, one destination.
-fn dispatcher_config(url: &str, api: &str) -> anyhow::Result<Config> {
-    let text = format!(
+/// HTTP listener, the statement API, and with `--breaker` the ledger API (its breaker opens
+/// after 3 failures, for 1 s doubling up to 2 s).
+fn dispatcher_config(url: &str, api: &str, ledger: Option<&str>) -> anyhow::Result<Config> {
+    let mut text = format!(
         "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = {api:?}\ntimeout = \"2s\"\n"
     );
+    if let Some(ledger) = ledger {
+        text.push_str(&format!(
+            "[destinations.ledger]\nbase_url = {ledger:?}\ntimeout = \"2s\"\nmax_in_flight = 1\nretry = {{ base = \"100ms\", cap = \"200ms\", max_attempts = 5 }}\nbreaker = {{ failures = {LEDGER_FAILURES}, cooldown = \"1s\", cooldown_max = \"2s\" }}\n"
+        ));
+    }
     Ok(Config::load(Some(&text), &HashMap::new())?)
+}
+
+/// Consecutive failures that open the ledger's breaker in the demo.
+const LEDGER_FAILURES: usize = 3;
+/// Ledger postings the breaker's chapter enqueues.
+const POSTINGS: usize = 5;
+
+/// The stand-in ledger API: answers 503 while `down`, else 201; counts what it answered.
+struct Ledger {
+    url: String,
+    down: Arc<std::sync::atomic::AtomicBool>,
+    failed: Arc<std::sync::atomic::AtomicUsize>,
+    posted: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Ledger {
+    async fn start() -> anyhow::Result<Ledger> {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let down = Arc::new(AtomicBool::new(true));
+        let failed = Arc::new(AtomicUsize::new(0));
+        let posted = Arc::new(AtomicUsize::new(0));
+        let (d, f, p) = (down.clone(), failed.clone(), posted.clone());
+        let app = axum::Router::new().fallback(move || {
+            let (d, f, p) = (d.clone(), f.clone(), p.clone());
+            async move {
+                if d.load(Ordering::SeqCst) {
+                    f.fetch_add(1, Ordering::SeqCst);
+                    StatusCode::SERVICE_UNAVAILABLE
+                } else {
+                    p.fetch_add(1, Ordering::SeqCst);
+                    StatusCode::CREATED
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(Ledger {
+            url: format!("http://{addr}"),
+            down,
+            failed,
+            posted,
+        })
+    }
+
+    fn failed(&self) -> usize {
+        self.failed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn posted(&self) -> usize {
+        self.posted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The ledger destination's breaker state, as every dispatcher reads it.
+async fn ledger_state(store: &Store) -> &'static str {
+    match store.destination_list().await {
+        Ok(rows) => rows
+            .iter()
+            .find(|h| h.destination == "ledger")
+            .map_or("closed", |h| h.shown_state()),
+        Err(_) => "unknown",
+    }
+}
+
+/// The breaker's chapter: the ledger API is down, its breaker opens after three failures and
+/// the postings wait; each probe fails until the API is back, then one probe closes it and
+/// every posting is delivered, none dead.
+async fn breaker_chapter(
+    n: &mut Narrator,
+    outbox: &Outbox,
+    store: &Store,
+    names: &Names,
+    ledger: &Ledger,
+) -> anyhow::Result<()> {
+    println!();
+    let resource = format!("{}:ledger", names.resource);
+    let lease = outbox
+        .try_acquire(&resource, Duration::from_secs(30))
+        .await?
+        .context("the ledger resource is free")?;
+    for i in 0..POSTINGS {
+        let op = Operation::post("ledger", "/v1/postings")
+            .json(&serde_json::json!({"account": 1842, "posting": i}))
+            .idempotency_key(format!("{}-posting-{i}", names.key))
+            .unordered()
+            .build()?;
+        outbox.enqueue(&lease, &op).await?;
+    }
+    n.say(
+        "ledger",
+        &format!("{POSTINGS} postings enqueued; the ledger API answers 503 to everything"),
+    );
+    wait(n, "waiting for the ledger's breaker to open", || async {
+        ledger_state(store).await == "open"
+    })
+    .await?;
+    let opened_after = ledger.failed();
+    n.say(
+        "breaker",
+        &format!(
+            "open after {opened_after} consecutive failures: the postings wait, pending, unclaimed"
+        ),
+    );
+    n.check(
+        "the breaker opened after exactly 3 failed attempts (one in flight at a time)",
+        opened_after == LEDGER_FAILURES,
+    );
+    wait(n, "waiting for the first probe (1 s cooldown)", || async {
+        ledger.failed() > opened_after && ledger_state(store).await == "open"
+    })
+    .await?;
+    n.say(
+        "breaker",
+        "half-open: one probe sent, it failed: open again for twice the cooldown (2 s)",
+    );
+    ledger
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    n.say("API", "the ledger API is back");
+    wait(
+        n,
+        "waiting for the next probe to close the breaker",
+        || async { ledger.posted() == POSTINGS },
+    )
+    .await?;
+    let failed = ledger.failed();
+    n.say(
+        "breaker",
+        &format!("closed by a healthy probe; all {POSTINGS} postings delivered"),
+    );
+    n.check(
+        "while the API was down it got only the failures that opened the breaker and one probe per cooldown",
+        failed <= LEDGER_FAILURES + 3,
+    );
+    let states = store.admin_status().await?;
+    let dead = states
+        .counts
+        .iter()
+        .filter(|c| c.destination == "ledger" && c.state == "dead")
+        .map(|c| c.ops)
+        .sum::<i64>();
+    n.check("no posting is dead", dead == 0);
+    n.check(
+        "the breaker is closed",
+        ledger_state(store).await == "closed",
+    );
+    Ok(())
 }

@@ -59,6 +59,10 @@ enum Command {
         /// Run it on PostgreSQL or SQL Server instead, e.g. postgres://localhost/outbox_demo.
         #[arg(long)]
         database_url: Option<String>,
+        /// Then show the circuit breaker: a ledger API that fails opens its breaker, is probed,
+        /// and closes once it answers again (about 10 more seconds).
+        #[arg(long)]
+        breaker: bool,
     },
 }
 
@@ -77,13 +81,17 @@ fn main() -> ExitCode {
 
 /// `Ok(false)` when the demo ran and an expectation failed.
 fn run(args: Args) -> anyhow::Result<bool> {
-    if let Some(Command::Demo { database_url }) = args.command {
+    if let Some(Command::Demo {
+        database_url,
+        breaker,
+    }) = args.command
+    {
         // The demo tells its own story on stdout; only errors are logged beside it.
         telemetry::install(args.log_format.into(), "error", None)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
-        return runtime.block_on(demo::run(database_url));
+        return runtime.block_on(demo::run(database_url, breaker));
     }
     let text = match &args.config {
         Some(path) => Some(

@@ -1,5 +1,6 @@
 //! `outbox-dispatcher demo` end to end: the real binary tells the seed's story on SQLite (no
-//! set-up) and on PostgreSQL (`--database-url`), exits 0, and says each expectation held.
+//! set-up) and on PostgreSQL (`--database-url`), exits 0, and says each expectation held;
+//! `--breaker` adds the circuit breaker's chapter, and the default demo does not show it.
 
 use outbox_tests::TestDb;
 
@@ -44,6 +45,25 @@ fn assert_told(ok: bool, text: &str) {
 async fn the_demo_tells_the_story_on_sqlite() {
     let (ok, text) = demo(&[]).await;
     assert_told(ok, &text);
+    assert!(
+        !text.contains("breaker"),
+        "the default demo has no breaker chapter:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shows_the_breaker_open_probe_and_close() {
+    let (ok, text) = demo(&["--breaker"]).await;
+    assert_told(ok, &text);
+    for line in [
+        "open after 3 consecutive failures",
+        "half-open: one probe sent, it failed",
+        "closed by a healthy probe; all 5 postings delivered",
+        "ok   no posting is dead",
+        "ok   the breaker is closed",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
