@@ -186,6 +186,20 @@ pub(crate) async fn record(shared: &Shared, destination: &Destination, result: &
     }
 }
 
+/// How far back holds are read: twice the longest `max_age`. An op older than that by the
+/// wall clock is still within its budget only if its destination was held for more than
+/// `max_age` in all; holds that ended earlier than this are not subtracted (nor kept, by the
+/// housekeeping's retention).
+pub(crate) fn hold_horizon(config: &crate::Config) -> Duration {
+    config
+        .destinations
+        .values()
+        .map(|d| d.retry.max_age)
+        .max()
+        .unwrap_or_default()
+        .saturating_mul(2)
+}
+
 /// Re-reads the view until `stop`: every `poll_interval`, at most every second.
 pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
     let every = shared
@@ -193,14 +207,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         .dispatcher
         .poll_interval
         .min(Duration::from_secs(1));
-    // Holds older than the longest max_age cannot shorten any op's age.
-    let horizon = shared
-        .config
-        .destinations
-        .values()
-        .map(|d| d.retry.max_age)
-        .max()
-        .unwrap_or_default();
+    let horizon = hold_horizon(&shared.config);
     loop {
         let since = OffsetDateTime::now_utc() - horizon;
         let read = async {

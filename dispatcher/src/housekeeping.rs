@@ -94,8 +94,18 @@ impl Unrouted {
     }
 }
 
-/// Deletes finished ops past retention, 1000 at a time, until none are left.
+/// Deletes finished ops past retention, 1000 at a time, until none are left; then the
+/// destinations' holds no dispatcher reads any more.
 async fn purge(shared: &Shared) {
+    purge_ops(shared).await;
+    let horizon =
+        crate::health::hold_horizon(&shared.config).max(shared.config.dispatcher.retention);
+    if let Err(e) = shared.store.destination_hold_purge(horizon).await {
+        tracing::warn!(error = %e, "retention purge of destination holds failed");
+    }
+}
+
+async fn purge_ops(shared: &Shared) {
     loop {
         match shared
             .store

@@ -33,7 +33,8 @@ CREATE TABLE outbox_destinations (
 );
 
 -- When a destination was held (open or paused), once the hold ended: an op's max_age does not
--- count these stretches. Old rows are purged with finished ops.
+-- count these stretches. The retention purge deletes those older than twice the longest
+-- max_age (or the retention, if longer).
 CREATE TABLE outbox_destination_holds (
     id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     destination  text        NOT NULL,

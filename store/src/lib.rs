@@ -430,6 +430,12 @@ impl Store {
         on_backend!(self, b => b.destination_hold_list(since).await)
     }
 
+    /// Deletes the holds that ended more than `older_than` ago (retention).
+    pub async fn destination_hold_purge(&self, older_than: Duration) -> Result<u64, Error> {
+        let ms = older_than.as_millis().min(i64::MAX as u128) as i64;
+        on_backend!(self, b => b.destination_hold_purge(ms).await)
+    }
+
     /// Records what attempts to `destination` said about it (its breaker's count, opening,
     /// closing), locked; the transition when its row changed.
     pub async fn destination_record(

@@ -129,6 +129,20 @@ async fn failures_open_a_destination_and_one_probe_closes_it(db: TestDb) {
     assert_eq!(holds.len(), 1, "{holds:?}");
     assert_eq!(holds[0].0, "billing");
     assert!(holds[0].1.until >= holds[0].1.from);
+    // Retention: a recent hold is kept, an old one deleted.
+    assert_eq!(
+        store
+            .destination_hold_purge(Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        0
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        store.destination_hold_purge(Duration::ZERO).await.unwrap(),
+        1
+    );
+    assert!(store.destination_hold_list(since).await.unwrap().is_empty());
     // Nothing to write for a healthy answer to a healthy destination.
     assert!(
         store

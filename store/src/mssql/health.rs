@@ -12,11 +12,20 @@ const DESTINATION_WRITE: &str = include_str!("../../sql/mssql/destination_write.
 const DESTINATION_HOLD_INSERT: &str = include_str!("../../sql/mssql/destination_hold_insert.sql");
 const DESTINATION_LIST: &str = include_str!("../../sql/mssql/destination_list.sql");
 const DESTINATION_HOLD_LIST: &str = include_str!("../../sql/mssql/destination_hold_list.sql");
+const DESTINATION_HOLD_PURGE: &str = include_str!("../../sql/mssql/destination_hold_purge.sql");
 
 impl MsStore {
     pub(crate) async fn destination_list(&self) -> Result<Vec<DestinationHealth>, Error> {
         let rows = self.fetch_all(Stmt::new(DESTINATION_LIST)).await?;
         rows.iter().map(|r| Ok(health_row!(r))).collect()
+    }
+
+    pub(crate) async fn destination_hold_purge(&self, older_than_ms: i64) -> Result<u64, Error> {
+        self.affected(
+            Stmt::new(DESTINATION_HOLD_PURGE)
+                .bind(older_than_ms.clamp(0, super::dispatch::MAX_AGE_MS)),
+        )
+        .await
     }
 
     pub(crate) async fn destination_hold_list(

@@ -11,6 +11,7 @@ const DESTINATION_WRITE: &str = include_str!("../../sql/sqlite/destination_write
 const DESTINATION_HOLD_INSERT: &str = include_str!("../../sql/sqlite/destination_hold_insert.sql");
 const DESTINATION_LIST: &str = include_str!("../../sql/sqlite/destination_list.sql");
 const DESTINATION_HOLD_LIST: &str = include_str!("../../sql/sqlite/destination_hold_list.sql");
+const DESTINATION_HOLD_PURGE: &str = include_str!("../../sql/sqlite/destination_hold_purge.sql");
 
 impl SqliteStore {
     pub(crate) async fn destination_list(&self) -> Result<Vec<DestinationHealth>, Error> {
@@ -19,6 +20,15 @@ impl SqliteStore {
             .await
             .map_err(map_err)?;
         rows.iter().map(|r| Ok(health_row!(r))).collect()
+    }
+
+    pub(crate) async fn destination_hold_purge(&self, older_than_ms: i64) -> Result<u64, Error> {
+        let done = sqlx::query(DESTINATION_HOLD_PURGE)
+            .bind(older_than_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected())
     }
 
     pub(crate) async fn destination_hold_list(
