@@ -235,8 +235,8 @@ pub(crate) enum DestinationCommand {
     ///
     /// Example: outboxctl destination pause billing --reason "vendor maintenance (CHG-12)"
     Pause(DestinationChangeArgs),
-    /// Resume a paused destination: closed again, its failures forgotten; its ops are claimed
-    /// at the dispatchers' next poll.
+    /// Resume a paused destination, or close an open breaker without waiting for its probe:
+    /// closed again, its failures forgotten; its ops are claimed at the dispatchers' next poll.
     ///
     /// Example: outboxctl destination resume billing --reason "vendor confirmed the fix"
     Resume(DestinationChangeArgs),

@@ -37,12 +37,12 @@ struct View {
 }
 
 impl Health {
-    /// Whether `destination`'s ops may be claimed as usual (no row: closed).
-    pub(crate) fn delivering(&self, destination: &str) -> bool {
-        self.lock()
-            .rows
-            .get(destination)
-            .is_none_or(DestinationHealth::delivering)
+    /// Whether `destination`'s ops may be claimed as usual (no row: closed). With its breaker
+    /// off (`breaker_on` false) only a pause holds it: a row left open from before is ignored.
+    pub(crate) fn delivering(&self, destination: &str, breaker_on: bool) -> bool {
+        self.lock().rows.get(destination).is_none_or(|h| {
+            h.paused.is_none() && (!breaker_on || h.state == health::BreakerState::Closed)
+        })
     }
 
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe

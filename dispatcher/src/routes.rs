@@ -259,7 +259,14 @@ impl Shared {
     /// Destinations that could start an attempt now: a free slot, not throttled, and not held
     /// by their breaker or an operator's pause.
     pub(crate) fn open_destinations(&self) -> Vec<String> {
-        self.startable(|name| self.health.delivering(name))
+        self.startable(|name| {
+            let breaker_on = self
+                .config
+                .destinations
+                .get(name)
+                .is_some_and(|d| d.breaker.is_some());
+            self.health.delivering(name, breaker_on)
+        })
     }
 
     /// Held destinations whose probe may be due, with a free slot and not throttled.

@@ -320,10 +320,14 @@ pub fn pause(h: &DestinationHealth, change: &Change, now: OffsetDateTime) -> Dec
     })
 }
 
-/// Resumes `h` at `now`: unpaused and closed, its failures forgotten (nothing when it was not
-/// paused). The hold that ends is from the pause, or the opening if earlier.
+/// Resumes `h` at `now`: unpaused and closed, its failures forgotten; an operator who knows
+/// the destination is back closes an open breaker this way without waiting for its probe
+/// (nothing when it was neither paused nor open). The hold that ends is from the pause, or
+/// the opening if earlier.
 pub fn resume(h: &DestinationHealth, now: OffsetDateTime) -> Decided {
-    h.paused.as_ref()?;
+    if h.delivering() {
+        return None;
+    }
     let ended = h.held_since().map(|from| Hold { from, until: now });
     let mut next = DestinationHealth::closed(&h.destination, now);
     next.last_error = h.last_error.clone();
@@ -625,6 +629,16 @@ mod tests {
             })
         );
         assert!(resume(&resumed, at(11)).is_none());
+        // An open breaker is closed by a resume too, without its probe.
+        let (closed, hold) = resume(&open, at(3)).unwrap();
+        assert!(closed.delivering());
+        assert_eq!(
+            hold,
+            Some(Hold {
+                from: at(0),
+                until: at(3)
+            })
+        );
     }
 
     #[test]

@@ -146,7 +146,7 @@ pub(crate) async fn change(
     let name = render::cell(&args.name);
     match (&done, args.dry_run, pause) {
         (None, _, true) => println!("{name} already is paused; nothing changed"),
-        (None, _, false) => println!("{name} is not paused; nothing changed"),
+        (None, _, false) => println!("{name} is neither paused nor open; nothing changed"),
         (Some(t), true, _) => println!(
             "dry run: would change {name} from {} to {}; nothing changed",
             t.from, t.to
