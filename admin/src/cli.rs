@@ -185,12 +185,9 @@ pub(crate) struct ShowArgs {
     pub(crate) body: bool,
 }
 
+/// Who makes a logged change and why, and whether only to show it.
 #[derive(Debug, Args)]
-pub(crate) struct ChangeArgs {
-    /// The ops, by SEQ or op id. Or select them with the filters below.
-    pub(crate) ops: Vec<String>,
-    #[command(flatten)]
-    pub(crate) filter: FilterArgs,
+pub(crate) struct LogArgs {
     /// Why (required): recorded in outbox_admin_log.
     #[arg(long)]
     pub(crate) reason: String,
@@ -200,6 +197,28 @@ pub(crate) struct ChangeArgs {
     /// Show what would change, change nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
+}
+
+impl LogArgs {
+    /// The change as the store records it; `force` only for replay.
+    pub(crate) fn change(&self, force: bool) -> outbox_store::admin::Change {
+        outbox_store::admin::Change {
+            actor: self.actor.clone().unwrap_or_else(|| "unknown".to_owned()),
+            reason: self.reason.clone(),
+            force,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChangeArgs {
+    /// The ops, by SEQ or op id. Or select them with the filters below.
+    pub(crate) ops: Vec<String>,
+    #[command(flatten)]
+    pub(crate) filter: FilterArgs,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
     /// replay only: also delivered ops and ops of superseded tokens.
     #[arg(long)]
     pub(crate) force: bool,
@@ -246,30 +265,16 @@ pub(crate) enum DestinationCommand {
 pub(crate) struct DestinationChangeArgs {
     /// The destination's name, as producers give it.
     pub(crate) name: String,
-    /// Why (required): recorded in outbox_admin_log.
-    #[arg(long)]
-    pub(crate) reason: String,
-    /// Who: recorded in outbox_admin_log [default: $USER].
-    #[arg(long, env = "USER", hide_env_values = true)]
-    pub(crate) actor: Option<String>,
-    /// Show what would change, change nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct PartitionsSetArgs {
     /// The new count, 1..=1024.
     pub(crate) count: u32,
-    /// Why (required): recorded in outbox_admin_log.
-    #[arg(long)]
-    pub(crate) reason: String,
-    /// Who: recorded in outbox_admin_log [default: $USER].
-    #[arg(long, env = "USER", hide_env_values = true)]
-    pub(crate) actor: Option<String>,
-    /// Show what would change, change nothing.
-    #[arg(long)]
-    pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }
 
 #[derive(Debug, Args)]

@@ -36,22 +36,7 @@ pub(crate) fn count(n: usize, noun: &str) -> String {
     }
 }
 
-/// `in 12.3s` or `4m 5s ago` from a signed number of milliseconds.
-pub(crate) fn relative_ms(ms: i64) -> String {
-    let abs = ms.unsigned_abs();
-    let text = if abs < 60_000 {
-        format!("{:.1}s", abs as f64 / 1000.0)
-    } else if abs < 3_600_000 {
-        format!("{}m {}s", abs / 60_000, abs % 60_000 / 1000)
-    } else {
-        format!("{}h {}m", abs / 3_600_000, abs % 3_600_000 / 60_000)
-    };
-    if ms >= 0 {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
-}
+pub(crate) use outbox_console::describe::{relative, relative_ms};
 
 /// A lease's row: resource, token, state, owner, expiry.
 pub(crate) fn lease_cells(row: &LeaseRow) -> Vec<String> {
@@ -82,12 +67,6 @@ pub(crate) fn or_dash<T: std::fmt::Display>(value: Option<T>) -> String {
     value
         .map(|v| cell(&v.to_string()))
         .unwrap_or_else(|| "-".to_owned())
-}
-
-/// How long ago (or ahead) `t` is from now, as [`relative_ms`] says it.
-pub(crate) fn relative(t: OffsetDateTime) -> String {
-    let ms = (t - OffsetDateTime::now_utc()).whole_milliseconds();
-    relative_ms(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// `t` as RFC 3339, for where an exact time matters.

@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+pub mod describe;
 mod error;
 mod headers;
 mod pages;

@@ -5,35 +5,12 @@
 use outbox_store::text::printable;
 use time::OffsetDateTime;
 
-/// `in 12.3s` or `4m 5s ago` from a signed number of milliseconds, as `outboxctl` says it.
-pub(crate) fn relative_ms(ms: i64) -> String {
-    let abs = ms.unsigned_abs();
-    let text = if abs < 60_000 {
-        format!("{:.1}s", abs as f64 / 1000.0)
-    } else if abs < 3_600_000 {
-        format!("{}m {}s", abs / 60_000, abs % 60_000 / 1000)
-    } else if abs < 86_400_000 {
-        format!("{}h {}m", abs / 3_600_000, abs % 3_600_000 / 60_000)
-    } else {
-        format!("{}d {}h", abs / 86_400_000, abs % 86_400_000 / 3_600_000)
-    };
-    if ms >= 0 {
-        format!("in {text}")
-    } else {
-        format!("{text} ago")
-    }
-}
+pub(crate) use crate::describe::{relative, relative_ms};
 
 /// A duration of `ms` milliseconds without a direction: `12.3s`, `4m 5s`.
 pub(crate) fn age_ms(ms: i64) -> String {
     let shown = relative_ms(ms.saturating_abs());
     shown.trim_start_matches("in ").to_owned()
-}
-
-/// How long ago (or ahead) `t` is from now.
-pub(crate) fn relative(t: OffsetDateTime) -> String {
-    let ms = (t - OffsetDateTime::now_utc()).whole_milliseconds();
-    relative_ms(i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
 /// `t` as RFC 3339, to the millisecond.

@@ -2,7 +2,7 @@
 //! selected by filters, in logged transactions, skipping what is unsafe.
 
 use outbox_store::Store;
-use outbox_store::admin::{Change, ChangeReport};
+use outbox_store::admin::ChangeReport;
 
 use crate::cli::ChangeArgs;
 use crate::cmd::select;
@@ -34,12 +34,7 @@ pub(crate) async fn run(
     if verb == Verb::Cancel && args.force {
         return Err(CliError::invalid("--force is for replay only"));
     }
-    let change = Change {
-        actor: args.actor.clone().unwrap_or_else(|| "unknown".to_owned()),
-        reason: args.reason.clone(),
-        force: args.force,
-        dry_run: args.dry_run,
-    };
+    let change = args.log.change(args.force);
     change.validate()?;
     let seqs = match (args.ops.is_empty(), select::any(&args.filter)) {
         (false, false) => {

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use outbox_store::Store;
-use outbox_store::admin::Change;
 use outbox_store::health::DestinationHealth;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -123,12 +122,7 @@ pub(crate) async fn change(
     pause: bool,
     json: bool,
 ) -> Result<(), CliError> {
-    let change = Change {
-        actor: args.actor.clone().unwrap_or_else(|| "unknown".to_owned()),
-        reason: args.reason.clone(),
-        force: false,
-        dry_run: args.dry_run,
-    };
+    let change = args.log.change(false);
     let done = store
         .destination_set_paused(&args.name, pause, &change)
         .await?;
@@ -136,15 +130,15 @@ pub(crate) async fn change(
         destination: args.name.clone(),
         before: done.as_ref().map(|t| t.from),
         after: done.as_ref().map(|t| t.to),
-        changed: done.is_some() && !args.dry_run,
-        dry_run: args.dry_run,
+        changed: done.is_some() && !args.log.dry_run,
+        dry_run: args.log.dry_run,
     };
     if json {
         render::json_line(&report);
         return Ok(());
     }
     let name = render::cell(&args.name);
-    match (&done, args.dry_run, pause) {
+    match (&done, args.log.dry_run, pause) {
         (None, _, true) => println!("{name} already is paused; nothing changed"),
         (None, _, false) => println!("{name} is neither paused nor open; nothing changed"),
         (Some(t), true, _) => println!(

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use outbox_store::Store;
-use outbox_store::admin::Change;
 use outbox_store::dispatch::Partition;
 use outbox_store::partitioning::PartitionCount;
 use serde::Serialize;
@@ -84,12 +83,7 @@ pub(crate) async fn set(
     args: &PartitionsSetArgs,
     json: bool,
 ) -> Result<(), CliError> {
-    let change = Change {
-        actor: args.actor.clone().unwrap_or_else(|| "unknown".to_owned()),
-        reason: args.reason.clone(),
-        force: false,
-        dry_run: args.dry_run,
-    };
+    let change = args.log.change(false);
     let report = store.partition_count_set(args.count, &change).await?;
     if json {
         render::json_line(&report);
@@ -101,7 +95,7 @@ pub(crate) async fn set(
             "the partition count in force already is {}; nothing changed",
             report.after
         );
-    } else if args.dry_run {
+    } else if args.log.dry_run {
         println!(
             "dry run: would change the partition count in force from {before} to {}; nothing changed",
             report.after

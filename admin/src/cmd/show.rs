@@ -1,5 +1,6 @@
 //! `outboxctl show`: what happened to one op, attempt by attempt.
 
+use outbox_console::describe;
 use outbox_store::Store;
 use outbox_store::admin::OpDetail;
 
@@ -69,8 +70,11 @@ fn print_op(op: &OpDetail, body: bool) {
                 render::exact(s.created_at)
             ),
         ),
-        ("attempts", attempts_line(op)),
-        ("next attempt", next_attempt(op)),
+        ("attempts", describe::attempts_line(op)),
+        (
+            "next attempt",
+            describe::next_attempt(op).unwrap_or_else(|| "-".to_owned()),
+        ),
         (
             "delivered",
             op.delivered_at
@@ -149,27 +153,4 @@ fn trace_line(op: &OpDetail) -> String {
 /// The trace id of a stored traceparent: what a tracing system finds the attempt's span by.
 fn trace_id(traceparent: &str) -> Option<&str> {
     traceparent.split('-').nth(1)
-}
-
-fn attempts_line(op: &OpDetail) -> String {
-    match op.retry_since {
-        Some(at) => format!(
-            "{} ({} before the replay {})",
-            op.summary.attempts,
-            op.retry_base_attempts,
-            render::relative(at)
-        ),
-        None => op.summary.attempts.to_string(),
-    }
-}
-
-fn next_attempt(op: &OpDetail) -> String {
-    match op.summary.state.as_str() {
-        "pending" => render::relative(op.summary.next_attempt_at),
-        "in_flight" => format!(
-            "in flight (dispatcher token {})",
-            render::or_dash(op.claimed_by_token)
-        ),
-        _ => "-".to_owned(),
-    }
 }

@@ -6,6 +6,7 @@ use outbox_store::OpState;
 use outbox_store::admin::{AttemptRow, OpDetail};
 
 use super::Links;
+use crate::describe;
 use crate::text::{self, DASH};
 
 /// What an op's page shows.
@@ -124,8 +125,12 @@ fn fields(op: &OpDetail) -> Vec<Field> {
                 text::exact(s.created_at)
             ),
         ),
-        field("attempts", "attempts", attempts_line(op)),
-        field("next-attempt", "next attempt", next_attempt(op)),
+        field("attempts", "attempts", describe::attempts_line(op)),
+        field(
+            "next-attempt",
+            "next attempt",
+            describe::next_attempt(op).unwrap_or_else(|| DASH.to_owned()),
+        ),
         field(
             "delivered",
             "delivered",
@@ -147,29 +152,6 @@ fn fields(op: &OpDetail) -> Vec<Field> {
             ),
         ),
     ]
-}
-
-fn attempts_line(op: &OpDetail) -> String {
-    match op.retry_since {
-        Some(at) => format!(
-            "{} ({} before the replay {})",
-            op.summary.attempts,
-            op.retry_base_attempts,
-            text::relative(at)
-        ),
-        None => op.summary.attempts.to_string(),
-    }
-}
-
-fn next_attempt(op: &OpDetail) -> String {
-    match op.summary.state.as_str() {
-        "pending" => text::relative(op.summary.next_attempt_at),
-        "in_flight" => format!(
-            "in flight (dispatcher token {})",
-            text::or_dash(op.claimed_by_token)
-        ),
-        _ => DASH.to_owned(),
-    }
 }
 
 fn attempt(a: &AttemptRow) -> AttemptView {
