@@ -102,10 +102,21 @@ impl Health {
             })
     }
 
-    fn replace(&self, rows: Vec<DestinationHealth>, holds: Vec<(String, Hold)>) {
+    /// Takes in what was read; `breaker_on` says which destinations have their breaker on:
+    /// for the others only a pause is shown (a row left open from before is not in force).
+    fn replace(
+        &self,
+        rows: Vec<DestinationHealth>,
+        holds: Vec<(String, Hold)>,
+        breaker_on: impl Fn(&str) -> bool,
+    ) {
         let mut view = self.lock();
         for h in &rows {
-            set_state_gauge(&h.destination, h.shown_state());
+            let shown = match (h.paused.is_some(), breaker_on(&h.destination)) {
+                (false, false) => "closed",
+                _ => h.shown_state(),
+            };
+            set_state_gauge(&h.destination, shown);
         }
         for gone in view
             .rows
@@ -216,7 +227,13 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             Ok::<_, outbox_store::Error>((rows, holds))
         };
         match read.await {
-            Ok((rows, holds)) => shared.health.replace(rows, holds),
+            Ok((rows, holds)) => shared.health.replace(rows, holds, |name| {
+                shared
+                    .config
+                    .destinations
+                    .get(name)
+                    .is_some_and(|d| d.breaker.is_some())
+            }),
             Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
         }
         tokio::select! {
