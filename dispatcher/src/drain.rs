@@ -400,7 +400,12 @@ async fn start(
     claim: Option<SpanContext>,
 ) {
     // The claim asks only for configured destinations; a row saying otherwise is given back
-    // like an op whose destination has no free slot or budget.
+    // like an op whose destination has no free slot or budget, or one whose destination was
+    // opened (or paused) while the claim ran: the destinations were chosen before it.
+    if !shared.delivering(&op.destination) {
+        release_claim(shared, lease, &op).await;
+        return;
+    }
     match shared.admit(&op.destination) {
         Some(permits) => {
             let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());

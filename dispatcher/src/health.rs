@@ -88,9 +88,17 @@ impl Health {
                 }
             }
         }
+        // Changes are serialised by the database, but their answers may come back in another
+        // order: an older one never replaces a newer.
         let mut view = self.lock();
-        set_state_gauge(&t.destination, t.to);
-        view.rows.insert(t.destination.clone(), t.health.clone());
+        let newer = view
+            .rows
+            .get(&t.destination)
+            .is_none_or(|mine| mine.changed_at <= t.health.changed_at);
+        if newer {
+            set_state_gauge(&t.destination, t.to);
+            view.rows.insert(t.destination.clone(), t.health.clone());
+        }
     }
 
     /// Whether an attempt's outcome must be written: always a failure, and a healthy answer
@@ -104,6 +112,10 @@ impl Health {
 
     /// Takes in what was read; `breaker_on` says which destinations have their breaker on:
     /// for the others only a pause is shown (a row left open from before is not in force).
+    /// Takes in what was read; `breaker_on` says which destinations have their breaker on:
+    /// for the others only a pause is shown (a row left open from before is not in force). A
+    /// row this process changed after the read began is kept: a slow read never takes the
+    /// view back to a state the database has left (a destination just opened seen closed).
     fn replace(
         &self,
         rows: Vec<DestinationHealth>,
@@ -111,24 +123,22 @@ impl Health {
         breaker_on: impl Fn(&str) -> bool,
     ) {
         let mut view = self.lock();
-        for h in &rows {
+        let rows: HashMap<String, DestinationHealth> = rows
+            .into_iter()
+            .map(|read| match view.rows.get(&read.destination) {
+                Some(mine) if mine.changed_at > read.changed_at => mine.clone(),
+                _ => read,
+            })
+            .map(|h| (h.destination.clone(), h))
+            .collect();
+        for h in rows.values() {
             let shown = match (h.paused.is_some(), breaker_on(&h.destination)) {
                 (false, false) => "closed",
                 _ => h.shown_state(),
             };
             set_state_gauge(&h.destination, shown);
         }
-        for gone in view
-            .rows
-            .keys()
-            .filter(|d| !rows.iter().any(|h| &h.destination == *d))
-        {
-            set_state_gauge(gone, "closed");
-        }
-        view.rows = rows
-            .into_iter()
-            .map(|h| (h.destination.clone(), h))
-            .collect();
+        view.rows = rows;
         view.holds.clear();
         for (destination, hold) in holds {
             view.holds.entry(destination).or_default().push(hold);

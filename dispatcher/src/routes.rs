@@ -259,14 +259,17 @@ impl Shared {
     /// Destinations that could start an attempt now: a free slot, not throttled, and not held
     /// by their breaker or an operator's pause.
     pub(crate) fn open_destinations(&self) -> Vec<String> {
-        self.startable(|name| {
-            let breaker_on = self
-                .config
-                .destinations
-                .get(name)
-                .is_some_and(|d| d.breaker.is_some());
-            self.health.delivering(name, breaker_on)
-        })
+        self.startable(|name| self.delivering(name))
+    }
+
+    /// Whether `destination` is held by neither its breaker nor a pause, as this process knows.
+    pub(crate) fn delivering(&self, destination: &str) -> bool {
+        let breaker_on = self
+            .config
+            .destinations
+            .get(destination)
+            .is_some_and(|d| d.breaker.is_some());
+        self.health.delivering(destination, breaker_on)
     }
 
     /// Held destinations whose probe may be due, with a free slot and not throttled.

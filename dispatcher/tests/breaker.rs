@@ -91,6 +91,7 @@ async fn outage(
         breaker_state(db, "flaky").await == Some(BreakerState::Open)
     })
     .await;
+    let opened = Instant::now();
     while started.elapsed() < DOWN {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -115,6 +116,22 @@ async fn outage(
         .map(|r| format!("{:.1}s", (r.at - started).as_secs_f64()))
         .collect();
     eprintln!("503s at {times:?} after the start");
+    // After the failures that opened it (and what the other instances had in flight, which
+    // they learn within a poll interval), one probe per cooldown over all instances: they
+    // share one breaker.
+    let probes: Vec<Instant> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.status == 503 && r.at > opened + Duration::from_secs(1))
+        .map(|r| r.at)
+        .collect();
+    for pair in probes.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= COOLDOWN - Duration::from_millis(300),
+            "two probes {gap:?} apart: {times:?}"
+        );
+    }
     // Failures open it; then one probe per cooldown (4 s, then 8 s), and the attempts each
     // other instance had in flight (max_in_flight = 1) before it saw the opening.
     let probes_allowed = DOWN.as_secs() as usize / COOLDOWN.as_secs() as usize + 1;
