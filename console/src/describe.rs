@@ -56,9 +56,26 @@ pub fn next_attempt(op: &OpDetail) -> Option<String> {
     }
 }
 
+/// The trace id of a stored traceparent (`00-<trace id>-<span id>-<flags>`): what a tracing
+/// system finds an attempt's span by. `None` unless it is 32 lower-case hex digits.
+pub fn trace_id(traceparent: &str) -> Option<&str> {
+    traceparent
+        .split('-')
+        .nth(1)
+        .filter(|id| id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::relative_ms;
+    use super::{relative_ms, trace_id};
+
+    #[test]
+    fn a_trace_id_is_taken_only_from_a_well_formed_traceparent() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(trace_id(tp), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(trace_id("00-<script>-x-01"), None);
+        assert_eq!(trace_id(""), None);
+    }
 
     #[test]
     fn relative_times_read_naturally() {

@@ -27,7 +27,7 @@ impl PageError {
     pub(crate) fn method_not_allowed() -> PageError {
         PageError::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "the console only reads (GET). Replay, cancel and purge are outboxctl commands, logged in outbox_admin_log",
+            "the console only reads (GET). Replay, cancel, purge, pause and resume are outboxctl commands, logged in outbox_admin_log",
         )
     }
 

@@ -135,7 +135,7 @@ fn print_op(op: &OpDetail, body: bool) {
             render::or_dash(a.http_status),
             render::clip(a.error.as_deref().unwrap_or("-"), 60),
             render::clip(a.response_excerpt.as_deref().unwrap_or("-"), 60),
-            render::or_dash(a.trace_context.as_deref().and_then(trace_id)),
+            render::or_dash(a.trace_context.as_deref().and_then(describe::trace_id)),
         ]);
     }
     println!("{table}");
@@ -148,9 +148,4 @@ fn trace_line(op: &OpDetail) -> String {
         (Some(tp), None) => tp.clone(),
         (None, _) => "-".to_owned(),
     }
-}
-
-/// The trace id of a stored traceparent: what a tracing system finds the attempt's span by.
-fn trace_id(traceparent: &str) -> Option<&str> {
-    traceparent.split('-').nth(1)
 }

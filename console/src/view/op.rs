@@ -57,6 +57,8 @@ pub(crate) struct AttemptView {
     pub(crate) error: String,
     /// The start of the answer's body, kept on its lines.
     pub(crate) excerpt: String,
+    /// The trace id of its span, when the dispatcher had traces on.
+    pub(crate) trace_id: String,
 }
 
 impl OpPage {
@@ -170,6 +172,12 @@ fn attempt(a: &AttemptRow) -> AttemptView {
             .response_excerpt
             .as_deref()
             .map_or_else(|| DASH.to_owned(), |e| text::lines(e, EXCERPT_SHOWN)),
+        trace_id: a
+            .trace_context
+            .as_deref()
+            .and_then(describe::trace_id)
+            .unwrap_or(DASH)
+            .to_owned(),
     }
 }
 
