@@ -543,13 +543,16 @@ async fn attempt(
         jitter(),
     );
     count_attempt(&op, &sent, &decision, span.span());
-    crate::health::record(shared, destination, &sent.result).await;
+    let result = sent.result.clone();
     let completion = completion(&op, &decision, sent, span.traceparent());
     if record::submit(recorder, completion, span.context()).await {
         count_outcome(&op, &decision, age, span.span());
         if decision.next == NextState::Dead {
             span.dead(decision.reason.as_deref().unwrap_or("dead"), decided_at);
         }
+        // Only an attempt this process still owned tells of the destination: one whose
+        // completion was discarded may have timed out because this process was paused.
+        crate::health::record(shared, destination, &result).await;
     }
     shared.wake_all();
 }
