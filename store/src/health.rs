@@ -290,22 +290,6 @@ pub fn take_probe(h: &DestinationHealth, policy: &BreakerPolicy, now: OffsetDate
     })
 }
 
-/// Gives back a probe taken at `taken` that found no op to send: open again, due at once.
-pub fn give_back_probe(
-    h: &DestinationHealth,
-    taken: OffsetDateTime,
-    now: OffsetDateTime,
-) -> Decided {
-    (h.state == BreakerState::HalfOpen && h.probe_started_at == Some(taken)).then(|| {
-        let mut next = h.clone();
-        next.state = BreakerState::Open;
-        next.probe_started_at = None;
-        next.next_probe_at = Some(now);
-        next.changed_at = now;
-        (next, None)
-    })
-}
-
 /// Pauses `h` for `change` at `now` (nothing when it already is).
 pub fn pause(h: &DestinationHealth, change: &Change, now: OffsetDateTime) -> Decided {
     h.paused.is_none().then(|| {
@@ -455,15 +439,6 @@ pub(crate) async fn probe_take<D: Driver>(
     change(d, name, |h, now| take_probe(h, policy, now), None).await
 }
 
-/// Gives back the probe taken at `taken` (it found no op).
-pub(crate) async fn probe_give_back<D: Driver>(
-    d: &D,
-    name: &str,
-    taken: OffsetDateTime,
-) -> Result<Option<Transition>, Error> {
-    change(d, name, |h, now| give_back_probe(h, taken, now), None).await
-}
-
 /// Pauses or resumes `name` for `change`, logged; `None` when it already was so.
 pub(crate) async fn set_paused<D: Driver>(
     d: &D,
@@ -577,27 +552,6 @@ mod tests {
             "capped"
         );
         assert_eq!(policy().cooldown_after(u32::MAX), Duration::from_secs(60));
-    }
-
-    #[test]
-    fn a_probe_that_found_nothing_is_given_back_due() {
-        let (open, _) = record(
-            &DestinationHealth::closed("b", T0),
-            &fails(3),
-            &policy(),
-            at(0),
-        )
-        .unwrap();
-        let (half, _) = take_probe(&open, &policy(), at(5)).unwrap();
-        let (back, _) = give_back_probe(&half, at(5), at(6)).unwrap();
-        assert_eq!(
-            (back.state, back.next_probe_at),
-            (BreakerState::Open, Some(at(6)))
-        );
-        assert!(
-            give_back_probe(&half, at(4), at(6)).is_none(),
-            "another's probe"
-        );
     }
 
     #[test]

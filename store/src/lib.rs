@@ -457,15 +457,6 @@ impl Store {
         on_backend!(self, b => health::probe_take(b, destination, policy).await)
     }
 
-    /// Gives back the probe this caller took at `taken` when it found no op to send.
-    pub async fn destination_probe_give_back(
-        &self,
-        destination: &str,
-        taken: time::OffsetDateTime,
-    ) -> Result<Option<health::Transition>, Error> {
-        on_backend!(self, b => health::probe_give_back(b, destination, taken).await)
-    }
-
     /// Pauses (`paused`) or resumes `destination` (`outboxctl destination pause|resume`),
     /// logged in `outbox_admin_log` with `change`'s actor and reason in the same transaction;
     /// `None` when it already was so. A dry run writes nothing.
