@@ -111,7 +111,7 @@ CREATE TABLE outbox.Settings (
 GO
 
 -- A setting from outbox.Settings, or its default when the row is absent.
-CREATE OR ALTER FUNCTION outbox.Setting(@Name varchar(32), @Default bigint)
+CREATE FUNCTION outbox.Setting(@Name varchar(32), @Default bigint)
 RETURNS bigint
 AS
 BEGIN
@@ -123,7 +123,7 @@ GO
 -- lone surrogates. LEN counts a surrogate pair as one character only under a
 -- supplementary-character (_SC) collation, and ignores trailing spaces: hence the '.' appended
 -- and taken off again.
-CREATE OR ALTER FUNCTION outbox.CharCount(@Text nvarchar(max))
+CREATE FUNCTION outbox.CharCount(@Text nvarchar(max))
 RETURNS bigint
 AS
 BEGIN
@@ -134,7 +134,7 @@ GO
 -- 1 when the text holds a surrogate code unit that is not half of a pair: not a Unicode scalar
 -- value, so no Rust string can hold it and it has no UTF-8 form. Compared code unit by code unit
 -- (a binary collation without _SC); the '.' around the text stands for the ends.
-CREATE OR ALTER FUNCTION outbox.HasLoneSurrogate(@Text nvarchar(max))
+CREATE FUNCTION outbox.HasLoneSurrogate(@Text nvarchar(max))
 RETURNS bit
 AS
 BEGIN
@@ -152,7 +152,7 @@ GO
 
 -- 1 when the text holds a control character (Rust's char::is_control: U+0000-U+001F and
 -- U+007F-U+009F). NUL is looked for on its own: only a binary collation compares it at all.
-CREATE OR ALTER FUNCTION outbox.HasControl(@Text nvarchar(max))
+CREATE FUNCTION outbox.HasControl(@Text nvarchar(max))
 RETURNS bit
 AS
 BEGIN
@@ -168,7 +168,7 @@ GO
 -- The UTF-8 bytes of a text without lone surrogates, as Rust's str::as_bytes: nvarchar cast to
 -- varchar in a UTF-8 collation (SQL Server 2019 and later), then read as bytes. Casting
 -- nvarchar straight to varbinary would give UTF-16 bytes.
-CREATE OR ALTER FUNCTION outbox.Utf8(@Text nvarchar(max))
+CREATE FUNCTION outbox.Utf8(@Text nvarchar(max))
 RETURNS varbinary(max)
 AS
 BEGIN
@@ -180,7 +180,7 @@ GO
 -- character, no lone surrogate, not ending in a space (SQL Server's = ignores trailing spaces,
 -- so 'r ' would share the lease of 'r', as store/src/mssql/lease.rs refuses too), and not a
 -- dispatcher partition lease (those are outbox-dispatcher's, G9).
-CREATE OR ALTER FUNCTION outbox.CheckResource(@Resource nvarchar(max))
+CREATE FUNCTION outbox.CheckResource(@Resource nvarchar(max))
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -203,7 +203,7 @@ END;
 GO
 
 -- The refusal of the owner id and token a caller presents for a lease, or NULL: both required.
-CREATE OR ALTER FUNCTION outbox.CheckOwner(@OwnerId uniqueidentifier, @Token bigint)
+CREATE FUNCTION outbox.CheckOwner(@OwnerId uniqueidentifier, @Token bigint)
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -215,7 +215,7 @@ END;
 GO
 
 -- The refusal of a lease time to live in milliseconds (TtlBounds::check), or NULL.
-CREATE OR ALTER FUNCTION outbox.CheckTtl(@TtlMs int)
+CREATE FUNCTION outbox.CheckTtl(@TtlMs int)
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -234,7 +234,7 @@ GO
 
 -- The refusal of a header value or content type (check_header_value), or NULL: at most 8192
 -- bytes, visible ASCII, spaces and tabs. The reason never quotes the value: it may be sensitive.
-CREATE OR ALTER FUNCTION outbox.CheckHeaderValue(@Field nvarchar(32), @Value nvarchar(max))
+CREATE FUNCTION outbox.CheckHeaderValue(@Field nvarchar(32), @Value nvarchar(max))
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -253,7 +253,7 @@ GO
 
 -- The refusal of a header name (check_header_name), or NULL: a token of 1..=128 characters
 -- that the dispatcher does not set itself and that is not a credential.
-CREATE OR ALTER FUNCTION outbox.CheckHeaderName(@Name nvarchar(max))
+CREATE FUNCTION outbox.CheckHeaderName(@Name nvarchar(max))
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -297,7 +297,7 @@ GO
 -- The elements of a headers array, in order: each element's JSON type and item count, and the
 -- JSON types and texts of its first two items. Only for text that is a JSON array
 -- (outbox.CheckHeaders makes sure); OPENJSON of NULL (a non-array element) yields no row.
-CREATE OR ALTER FUNCTION outbox.HeaderList(@Headers nvarchar(max))
+CREATE FUNCTION outbox.HeaderList(@Headers nvarchar(max))
 RETURNS TABLE
 AS
 RETURN
@@ -324,7 +324,7 @@ GO
 
 -- The refusal of the headers (check_headers), or NULL: a JSON array of at most 64 [name, value]
 -- string pairs, the first bad pair in order refused by its name, then its value.
-CREATE OR ALTER FUNCTION outbox.CheckHeaders(@Headers nvarchar(max))
+CREATE FUNCTION outbox.CheckHeaders(@Headers nvarchar(max))
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -361,7 +361,7 @@ GO
 -- Checked headers as the Rust producer stores them: a compact JSON array of [name, value]
 -- string pairs in order, whatever white space or escapes the caller's text used (the table's
 -- CHECK wants the array's [ first). STRING_ESCAPE writes / as \/, which JSON reads as /.
-CREATE OR ALTER FUNCTION outbox.HeadersJson(@Headers nvarchar(max))
+CREATE FUNCTION outbox.HeadersJson(@Headers nvarchar(max))
 RETURNS nvarchar(max)
 AS
 BEGIN
@@ -377,7 +377,7 @@ GO
 -- The refusal of a path below the destination's base URL (check_path), or NULL: one leading /,
 -- at most 2048 bytes, visible ASCII, no \ or #, no .. segment (also percent-encoded) before the
 -- query.
-CREATE OR ALTER FUNCTION outbox.CheckPath(@Path nvarchar(max))
+CREATE FUNCTION outbox.CheckPath(@Path nvarchar(max))
 RETURNS nvarchar(2048)
 AS
 BEGIN
@@ -409,7 +409,7 @@ GO
 
 -- The refusal of an op's inputs, as Operation's builder checks them and in its order, or NULL.
 -- @Headers and @Body are given (NULL already read as none), @Unordered is 0 or 1.
-CREATE OR ALTER FUNCTION outbox.CheckOp(
+CREATE FUNCTION outbox.CheckOp(
     @Destination nvarchar(max),
     @Method nvarchar(max),
     @Path nvarchar(max),
@@ -485,7 +485,7 @@ GO
 
 -- One length-prefixed part of the request hash: the length as 8 bytes big-endian (a bigint cast
 -- to binary is big-endian), then the bytes.
-CREATE OR ALTER FUNCTION outbox.HashPart(@Bytes varbinary(max))
+CREATE FUNCTION outbox.HashPart(@Bytes varbinary(max))
 RETURNS varbinary(max)
 AS
 BEGIN
@@ -498,7 +498,7 @@ GO
 -- so a Rust and a SQL producer agree on "the same request" for an idempotency key (G7). The
 -- header parts are joined in array order as hex (STRING_AGG … WITHIN GROUP is ordered; T-SQL
 -- has no ordered aggregate over varbinary). Takes checked input (outbox.CheckOp).
-CREATE OR ALTER FUNCTION outbox.RequestHash(
+CREATE FUNCTION outbox.RequestHash(
     @Method nvarchar(max),
     @Path nvarchar(max),
     @Headers nvarchar(max),
@@ -531,7 +531,7 @@ GO
 -- of the op id's 16 bytes in RFC 4122 order when unordered, modulo 1024. In bigint arithmetic:
 -- a 32-bit hash times the 25-bit prime fits, and & 0xFFFFFFFF is the u32 wrap. Same key, same
 -- slot, same partition (G8).
-CREATE OR ALTER FUNCTION outbox.PartitionSlot(@Bytes varbinary(max))
+CREATE FUNCTION outbox.PartitionSlot(@Bytes varbinary(max))
 RETURNS int
 AS
 BEGIN
@@ -552,7 +552,7 @@ GO
 -- The remote half of keeping a rejection (G4): run through OUTBOX_LOOPBACK in a session and a
 -- transaction of its own, so it commits whatever the caller's transaction does. Never the body
 -- or header values. @KeptIn says where it wrote (server/database), for the caller to check.
-CREATE OR ALTER PROCEDURE outbox.KeepRejection
+CREATE PROCEDURE outbox.KeepRejection
     @Reason varchar(16),
     @Resource nvarchar(400),
     @OwnerId uniqueidentifier,
@@ -581,7 +581,7 @@ GO
 -- keeps nothing and says why in an informational message. Never fakes a record: one written
 -- inside the caller's transaction would roll back with it. Errors of the call itself reach the
 -- caller (outbox.Enqueue catches them and reports them the same way).
-CREATE OR ALTER PROCEDURE outbox.RecordRejection
+CREATE PROCEDURE outbox.RecordRejection
     @Reason varchar(16),
     @Resource nvarchar(400),
     @OwnerId uniqueidentifier,
@@ -638,7 +638,7 @@ GO
 -- (held to the commit even where the row does not exist yet), so concurrent first acquisitions
 -- create one row and one winner; fence + 1 in the same transaction; @now read before any lock
 -- wait, so a late grant only gets a shorter lease.
-CREATE OR ALTER PROCEDURE outbox.TryAcquire
+CREATE PROCEDURE outbox.TryAcquire
     @Resource nvarchar(max),
     @TtlMs int
 AS
@@ -650,7 +650,7 @@ BEGIN
     IF @problem IS NULL SET @problem = outbox.CheckTtl(@TtlMs);
     IF @problem IS NOT NULL THROW 51000, @problem, 1;
 
-    DECLARE @resource nvarchar(400) = @Resource;
+    DECLARE @leaseResource nvarchar(400) = @Resource;
     DECLARE @owner uniqueidentifier = NEWID();
 
     BEGIN TRANSACTION;
@@ -660,11 +660,11 @@ BEGIN
     IF NOT EXISTS (
         SELECT 1
         FROM dbo.outbox_leases WITH (UPDLOCK, HOLDLOCK)
-        WHERE resource = @resource
+        WHERE resource = @leaseResource
     )
     BEGIN
         INSERT INTO dbo.outbox_leases (resource, owner_id, expires_at, fence)
-        VALUES (@resource, NULL, NULL, 0);
+        VALUES (@leaseResource, NULL, NULL, 0);
     END;
 
     UPDATE dbo.outbox_leases
@@ -672,7 +672,7 @@ BEGIN
         expires_at = DATEADD(MILLISECOND, @TtlMs, @now),
         fence = fence + 1
     OUTPUT inserted.owner_id AS OwnerId, inserted.fence AS Token, inserted.expires_at AS ExpiresAt
-    WHERE resource = @resource
+    WHERE resource = @leaseResource
       AND (owner_id IS NULL OR expires_at <= @now);
 
     COMMIT TRANSACTION;
@@ -683,7 +683,7 @@ GO
 -- nobody took it) or held by a newer owner (G3). As lease_renew_if_owner.sql: the row is locked
 -- first (UPDLOCK, HOLDLOCK), and only then is the time read, so a lease that expired while this
 -- waited for an enqueue's lock is not revived.
-CREATE OR ALTER PROCEDURE outbox.Renew
+CREATE PROCEDURE outbox.Renew
     @Resource nvarchar(max),
     @OwnerId uniqueidentifier,
     @Token bigint,
@@ -698,21 +698,21 @@ BEGIN
     IF @problem IS NULL SET @problem = outbox.CheckTtl(@TtlMs);
     IF @problem IS NOT NULL THROW 51000, @problem, 1;
 
-    DECLARE @resource nvarchar(400) = @Resource;
+    DECLARE @leaseResource nvarchar(400) = @Resource;
 
     BEGIN TRANSACTION;
 
     DECLARE @locked int;
     SELECT @locked = 1
     FROM dbo.outbox_leases WITH (UPDLOCK, HOLDLOCK, ROWLOCK)
-    WHERE resource = @resource;
+    WHERE resource = @leaseResource;
 
     DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
 
     UPDATE dbo.outbox_leases
     SET expires_at = DATEADD(MILLISECOND, @TtlMs, @now)
     OUTPUT inserted.expires_at AS ExpiresAt
-    WHERE resource = @resource
+    WHERE resource = @leaseResource
       AND owner_id = @OwnerId
       AND fence = @Token
       AND expires_at > @now;
@@ -723,7 +723,7 @@ GO
 
 -- Release: Released = 1 when this owner and token held the lease and gave it up; the fence is
 -- kept, so the next owner gets a larger token (G1, G3). As lease_release_if_owner.sql.
-CREATE OR ALTER PROCEDURE outbox.Release
+CREATE PROCEDURE outbox.Release
     @Resource nvarchar(max),
     @OwnerId uniqueidentifier,
     @Token bigint
@@ -736,12 +736,12 @@ BEGIN
     IF @problem IS NULL SET @problem = outbox.CheckOwner(@OwnerId, @Token);
     IF @problem IS NOT NULL THROW 51000, @problem, 1;
 
-    DECLARE @resource nvarchar(400) = @Resource;
+    DECLARE @leaseResource nvarchar(400) = @Resource;
 
     UPDATE dbo.outbox_leases
     SET owner_id = NULL,
         expires_at = NULL
-    WHERE resource = @resource
+    WHERE resource = @leaseResource
       AND owner_id = @OwnerId
       AND fence = @Token;
 
@@ -758,7 +758,7 @@ GO
 -- inserts of one key serialise. Only when nothing was inserted are the lease and the key read,
 -- to say why: a lost lease never comes back to the same owner and token, so that read cannot
 -- contradict the insert's check.
-CREATE OR ALTER PROCEDURE outbox.Enqueue
+CREATE PROCEDURE outbox.Enqueue
     @Resource nvarchar(max),
     @OwnerId uniqueidentifier,
     @Token bigint,
@@ -780,27 +780,27 @@ BEGIN
     SET NOCOUNT ON;
     SET XACT_ABORT ON;
 
-    DECLARE @headers nvarchar(max) = COALESCE(@Headers, N'[]');
-    DECLARE @body varbinary(max) = COALESCE(@Body, 0x);
-    DECLARE @unordered bit = COALESCE(@Unordered, 0);
-    DECLARE @notBeforeMs bigint = COALESCE(@NotBeforeMs, 0);
+    DECLARE @headerPairs nvarchar(max) = COALESCE(@Headers, N'[]');
+    DECLARE @bodyBytes varbinary(max) = COALESCE(@Body, 0x);
+    DECLARE @isUnordered bit = COALESCE(@Unordered, 0);
+    DECLARE @delayMs bigint = COALESCE(@NotBeforeMs, 0);
 
     DECLARE @problem nvarchar(2048) = outbox.CheckResource(@Resource);
     IF @problem IS NULL SET @problem = outbox.CheckOwner(@OwnerId, @Token);
     IF @problem IS NULL
-        SET @problem = outbox.CheckOp(@Destination, @Method, @Path, @headers, @body, @ContentType,
-                                      @IdempotencyKey, @OrderKey, @unordered, @notBeforeMs,
+        SET @problem = outbox.CheckOp(@Destination, @Method, @Path, @headerPairs, @bodyBytes, @ContentType,
+                                      @IdempotencyKey, @OrderKey, @isUnordered, @delayMs,
                                       @Traceparent);
     IF @problem IS NOT NULL THROW 51000, @problem, 1;
 
     -- Checked, so each fits its column's type exactly (destination, key and method are ASCII).
-    DECLARE @resource nvarchar(400) = @Resource;
-    DECLARE @destination varchar(64) = @Destination;
+    DECLARE @leaseResource nvarchar(400) = @Resource;
+    DECLARE @destinationName varchar(64) = @Destination;
     DECLARE @key varchar(255) = @IdempotencyKey;
-    DECLARE @method varchar(8) = UPPER(@Method COLLATE Latin1_General_100_BIN2);
-    DECLARE @headersJson nvarchar(max) = outbox.HeadersJson(@headers);
+    DECLARE @methodName varchar(8) = UPPER(@Method COLLATE Latin1_General_100_BIN2);
+    DECLARE @headersJson nvarchar(max) = outbox.HeadersJson(@headerPairs);
     -- The default order key is the resource; unordered ops have none (G8).
-    DECLARE @orderKey nvarchar(510) = CASE WHEN @unordered = 1 THEN NULL ELSE COALESCE(@OrderKey, @Resource) END;
+    DECLARE @effectiveOrderKey nvarchar(510) = CASE WHEN @isUnordered = 1 THEN NULL ELSE COALESCE(@OrderKey, @Resource) END;
 
     -- A time-ordered op id (UUID version 7), as the Rust producer makes them: the Unix time in
     -- milliseconds as 6 bytes big-endian, then random bits with the version (7) and the variant
@@ -818,8 +818,8 @@ BEGIN
                                                  SUBSTRING(@idHex, 13, 4), '-', SUBSTRING(@idHex, 17, 4), '-',
                                                  SUBSTRING(@idHex, 21, 12)) AS uniqueidentifier);
     DECLARE @partition int = outbox.PartitionSlot(
-        CASE WHEN @orderKey IS NULL THEN @idBytes ELSE outbox.Utf8(@orderKey) END);
-    DECLARE @hash varbinary(32) = outbox.RequestHash(@method, @Path, @headers, @ContentType, @body);
+        CASE WHEN @effectiveOrderKey IS NULL THEN @idBytes ELSE outbox.Utf8(@effectiveOrderKey) END);
+    DECLARE @hash varbinary(32) = outbox.RequestHash(@methodName, @Path, @headerPairs, @ContentType, @bodyBytes);
 
     -- The caller's transaction when there is one; otherwise one of this call's own, committed
     -- before it returns (never a caller's: @@TRANCOUNT was 0).
@@ -833,21 +833,21 @@ BEGIN
                                 content_type, body, expire_with_generation, next_attempt_at,
                                 trace_context)
     OUTPUT inserted.id INTO @inserted (Seq)
-    SELECT @opId, @resource, @Token, @OwnerId, @destination, @key, @hash, @orderKey, @partition,
-           @method, @Path, @headersJson, @ContentType, @body, COALESCE(@ExpireWithGeneration, 0),
-           DATEADD(MILLISECOND, CAST(@notBeforeMs % 1000 AS int),
-                   DATEADD(SECOND, CAST(@notBeforeMs / 1000 AS int),
+    SELECT @opId, @leaseResource, @Token, @OwnerId, @destinationName, @key, @hash, @effectiveOrderKey, @partition,
+           @methodName, @Path, @headersJson, @ContentType, @bodyBytes, COALESCE(@ExpireWithGeneration, 0),
+           DATEADD(MILLISECOND, CAST(@delayMs % 1000 AS int),
+                   DATEADD(SECOND, CAST(@delayMs / 1000 AS int),
                            CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
            @Traceparent
     FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
-    WHERE resource = @resource
+    WHERE resource = @leaseResource
       AND owner_id = @OwnerId
       AND fence = @Token
       AND expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7))
       AND NOT EXISTS (
           SELECT 1
           FROM dbo.outbox_ops WITH (UPDLOCK, HOLDLOCK)
-          WHERE destination = @destination
+          WHERE destination = @destinationName
             AND idempotency_key = @key
       );
 
@@ -861,8 +861,8 @@ BEGIN
             SET state = 'superseded',
                 finished_at = CAST(SYSUTCDATETIME() AS datetimeoffset(7)),
                 last_error = CONCAT(N'superseded by token ', @Token)
-            WHERE resource = @resource
-              AND destination = @destination
+            WHERE resource = @leaseResource
+              AND destination = @destinationName
               AND fence < @Token
               AND state = 'pending';
         IF @ownTransaction = 1 COMMIT TRANSACTION;
@@ -881,9 +881,9 @@ BEGIN
            @seenFence = fence,
            @seenLive = CASE WHEN expires_at > CAST(SYSUTCDATETIME() AS datetimeoffset(7)) THEN 1 ELSE 0 END
     FROM dbo.outbox_leases WITH (HOLDLOCK, ROWLOCK)
-    WHERE resource = @resource;
+    WHERE resource = @leaseResource;
 
-    DECLARE @reason varchar(16) = CASE
+    DECLARE @rejectionReason varchar(16) = CASE
         WHEN @seen = 0 THEN 'no_lease'
         WHEN @seenFence <> @Token THEN 'stale'
         WHEN @seenOwner IS NULL THEN 'no_lease'
@@ -891,29 +891,29 @@ BEGIN
         WHEN @seenLive = 0 THEN 'expired'
     END;
     DECLARE @message nvarchar(2048);
-    IF @reason IS NOT NULL
+    IF @rejectionReason IS NOT NULL
     BEGIN
-        DECLARE @current bigint = CASE WHEN @reason = 'expired' THEN NULL ELSE @seenFence END;
+        DECLARE @current bigint = CASE WHEN @rejectionReason = 'expired' THEN NULL ELSE @seenFence END;
         BEGIN TRY
             EXEC outbox.RecordRejection
-                @Reason = @reason,
-                @Resource = @resource,
+                @Reason = @rejectionReason,
+                @Resource = @leaseResource,
                 @OwnerId = @OwnerId,
                 @Token = @Token,
                 @CurrentToken = @current,
-                @Destination = @destination,
+                @Destination = @destinationName,
                 @IdempotencyKey = @key;
         END TRY
         BEGIN CATCH
             -- Under XACT_ABORT ON the failed call has doomed the transaction; the THROW below
             -- rolls it back as it would anyway.
-            PRINT CONCAT(N'fenced-outbox: the ', @reason, N' rejection of this enqueue was not kept: ',
+            PRINT CONCAT(N'fenced-outbox: the ', @rejectionReason, N' rejection of this enqueue was not kept: ',
                          ERROR_MESSAGE());
         END CATCH;
-        DECLARE @number int = CASE @reason WHEN 'stale' THEN 51001 WHEN 'expired' THEN 51002 ELSE 51003 END;
+        DECLARE @number int = CASE @rejectionReason WHEN 'stale' THEN 51001 WHEN 'expired' THEN 51002 ELSE 51003 END;
         SET @message = CASE
-            WHEN @reason = 'stale' THEN CONCAT(N'stale; current token ', @current)
-            WHEN @reason = 'expired' THEN N'expired'
+            WHEN @rejectionReason = 'stale' THEN CONCAT(N'stale; current token ', @current)
+            WHEN @rejectionReason = 'expired' THEN N'expired'
             WHEN @current IS NULL THEN N'no lease'
             ELSE CONCAT(N'no lease; current token ', @current)
         END;
@@ -926,7 +926,7 @@ BEGIN
     DECLARE @foundHash varbinary(32);
     SELECT @foundSeq = id, @foundOpId = op_id, @foundHash = request_hash
     FROM dbo.outbox_ops WITH (UPDLOCK, HOLDLOCK)
-    WHERE destination = @destination
+    WHERE destination = @destinationName
       AND idempotency_key = @key;
     IF @foundSeq IS NULL
         THROW 51005, N'retry; the op holding this idempotency key is not visible to this transaction yet', 1;

@@ -33,6 +33,11 @@ const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
         "SQL Server's session options (XACT_ABORT, the settings filtered indexes need) are set by a statement after login; sqlx sets the others' through its connect options",
     ),
     (
+        "mssql",
+        "server_product.sql",
+        "Babelfish for PostgreSQL speaks SQL Server's protocol but ignores its locking hints: the store asks which server answers before it lends a connection",
+    ),
+    (
         "sqlite",
         "op_complete_if_claimed.sql",
         "see op_complete_batch_if_claimed.sql",

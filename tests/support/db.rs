@@ -34,6 +34,8 @@ pub struct TestDb {
     own_cluster: Option<Cluster>,
     /// The server's administrative URL and the database to drop there.
     drop_on_external_server: Option<(String, String)>,
+    /// The SQL Server tests run on Babelfish for PostgreSQL, which ignores locking hints.
+    babelfish: bool,
 }
 
 /// What a SQL Server test cannot do: the tests do not run the server, so they cannot stop it.
@@ -84,6 +86,7 @@ impl TestDb {
             _sqlite_dir: Some(dir),
             own_cluster: None,
             drop_on_external_server: None,
+            babelfish: false,
         }
     }
 
@@ -103,6 +106,7 @@ impl TestDb {
             _sqlite_dir: None,
             own_cluster: None,
             drop_on_external_server,
+            babelfish: false,
         }
     }
 
@@ -131,6 +135,7 @@ impl TestDb {
             _sqlite_dir: None,
             own_cluster: Some(cluster),
             drop_on_external_server: None,
+            babelfish: false,
         })
     }
 
@@ -147,19 +152,42 @@ impl TestDb {
         };
         let name = fresh_database_name();
         let admin_url = mssql::with_database(&server, "master");
-        mssql::create_database(&admin_url, &name).await;
+        let product = mssql::server(&admin_url).await;
+        mssql::create_database(&admin_url, &name, &product).await;
         TestDb {
             kind: Kind::Mssql,
-            url: mssql::with_database(&server, &name),
+            url: mssql::for_tests(&mssql::with_database(&server, &name), &product),
             _sqlite_dir: None,
             own_cluster: None,
             drop_on_external_server: Some((admin_url, name)),
+            babelfish: product.babelfish,
         }
     }
 
     /// The backend.
     pub fn kind(&self) -> Kind {
         self.kind
+    }
+
+    /// Whether this is a SQL Server test running on Babelfish for PostgreSQL.
+    pub fn babelfish(&self) -> bool {
+        self.babelfish
+    }
+
+    /// True, after saying so on stderr (past the harness's capture), when this test cannot
+    /// prove what it proves on Babelfish for PostgreSQL for the reason `limitation` names (it
+    /// ignores locking hints): the caller returns. False on every other server, SQL Server
+    /// included, where the test runs in full.
+    pub fn skip_on_babelfish(&self, test: &str, limitation: &str) -> bool {
+        if !self.babelfish {
+            return false;
+        }
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED on Babelfish only: {test}: {limitation} ***"
+        );
+        true
     }
 
     /// The database URL, as applications would pass it.

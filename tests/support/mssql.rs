@@ -3,7 +3,7 @@
 //! `outbox_store::mssql::connect`, so it runs with the session options the outbox tables need
 //! (the filtered indexes refuse writes without them).
 
-use outbox_store::mssql::Client;
+use outbox_store::mssql::{Client, ServerProduct};
 use tiberius::{FromSql, Query, Row};
 use url::Url;
 
@@ -38,16 +38,58 @@ pub(crate) async fn batch(c: &mut Client, sql: &str) -> Result<(), tiberius::err
     c.simple_query(sql).await?.into_results().await.map(drop)
 }
 
-/// Creates database `name` on the server of `admin_url` (a URL of `master`), with read
-/// committed snapshot isolation on.
-pub(crate) async fn create_database(admin_url: &str, name: &str) {
+/// Which server `OUTBOX_MSSQL_URL` names, asked once per test process and said once on
+/// stderr (past the harness's capture), so every run shows what it ran on.
+pub(crate) async fn server(admin_url: &str) -> ServerProduct {
+    static SERVER: tokio::sync::OnceCell<ServerProduct> = tokio::sync::OnceCell::const_new();
+    SERVER
+        .get_or_init(|| async {
+            let mut c = connect(admin_url).await;
+            let product = outbox_store::mssql::server_product(&mut c)
+                .await
+                .unwrap_or_else(|e| panic!("cannot ask which server {URL_VAR} names: {e}"));
+            c.close().await.ok();
+            let said = if product.babelfish {
+                format!(
+                    "SQL Server tests run on Babelfish for PostgreSQL ({}): it ignores locking \
+                     hints, so the tests that prove a lock are skipped there, each saying why; \
+                     the store is opened with AllowBabelfishForTests=true",
+                    product.version
+                )
+            } else {
+                format!("SQL Server tests run on {}", product.version)
+            };
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "\n*** {said} ***");
+            product
+        })
+        .await
+        .clone()
+}
+
+/// `url` as the tests' stores open it: on Babelfish, with the setting that allows it for tests.
+pub(crate) fn for_tests(url: &str, server: &ServerProduct) -> String {
+    if !server.babelfish {
+        return url.to_owned();
+    }
+    let mut parsed = Url::parse(url).expect("checked by with_database");
+    parsed
+        .query_pairs_mut()
+        .append_pair("AllowBabelfishForTests", "true");
+    parsed.into()
+}
+
+/// Creates database `name` on the server of `admin_url` (a URL of `master`). On SQL Server
+/// with read committed snapshot isolation on; Babelfish refuses that switch, and its READ
+/// COMMITTED is PostgreSQL's, which reads snapshots already.
+pub(crate) async fn create_database(admin_url: &str, name: &str, server: &ServerProduct) {
     assert!(
         name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
         "database names are generated from letters, digits and underscores: {name}"
     );
     let mut c = connect(admin_url).await;
     // A leftover of an earlier run under a reused process id would make CREATE fail.
-    drop_existing(&mut c, name).await;
+    drop_existing(&mut c, name, server).await;
     // Identifiers cannot be bound; the name is checked above. One statement per batch: each
     // ALTER DATABASE needs the database to exist, and CREATE DATABASE may not share a
     // transaction with anything.
@@ -56,11 +98,16 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) {
     // version, the harder case for the fence, whose checks rely on their locking hints
     // (HOLDLOCK, UPDLOCK) alone to wait for a takeover. ALLOW_SNAPSHOT_ISOLATION as well, so
     // nothing that asks for SNAPSHOT is refused.
-    for sql in [
-        format!("CREATE DATABASE [{name}]"),
-        format!("ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"),
-        format!("ALTER DATABASE [{name}] SET ALLOW_SNAPSHOT_ISOLATION ON"),
-    ] {
+    let mut statements = vec![format!("CREATE DATABASE [{name}]")];
+    if !server.babelfish {
+        statements.push(format!(
+            "ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"
+        ));
+        statements.push(format!(
+            "ALTER DATABASE [{name}] SET ALLOW_SNAPSHOT_ISOLATION ON"
+        ));
+    }
+    for sql in statements {
         // CREATE DATABASE copies `model` under an exclusive lock: tests creating their
         // databases at once may find it taken (error 1807), and a server just started may
         // still be recovering it. Both pass; retry them with a short backoff.
@@ -73,7 +120,7 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) {
                     tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
                 }
                 Err(e) => {
-                    drop_existing(&mut c, name).await;
+                    drop_existing(&mut c, name, server).await;
                     panic!("cannot create the test database {name}: {e}")
                 }
             }
@@ -85,24 +132,30 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) {
 /// "Could not obtain exclusive lock on database 'model'".
 const MODEL_LOCKED: u32 = 1807;
 
-/// Drops `name` if it exists: its sessions are killed first (SINGLE_USER WITH ROLLBACK
-/// IMMEDIATE), and the drop runs in the same batch, so nothing can take the one slot between.
-async fn drop_existing(c: &mut Client, name: &str) -> bool {
-    let sql = format!(
-        "IF DB_ID(N'{name}') IS NOT NULL \
-         BEGIN ALTER DATABASE [{name}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; \
-         DROP DATABASE [{name}]; END"
-    );
+/// Drops `name` if it exists. On SQL Server its sessions are killed first (SINGLE_USER WITH
+/// ROLLBACK IMMEDIATE), and the drop runs in the same batch, so nothing can take the one slot
+/// between; Babelfish has no single-user mode and drops the database as it is.
+async fn drop_existing(c: &mut Client, name: &str, server: &ServerProduct) -> bool {
+    let sql = if server.babelfish {
+        format!("IF DB_ID(N'{name}') IS NOT NULL DROP DATABASE [{name}]")
+    } else {
+        format!(
+            "IF DB_ID(N'{name}') IS NOT NULL \
+             BEGIN ALTER DATABASE [{name}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; \
+             DROP DATABASE [{name}]; END"
+        )
+    };
     batch(c, &sql).await.is_ok()
 }
 
 /// Drops database `name` on the server of `admin_url`, whoever is still connected to it.
 pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Option<()> {
+    let server = server(admin_url).await;
     let mut c = outbox_store::mssql::connect(admin_url).await.ok()?;
     // A process of the test (a dispatcher's pool) may reconnect between the ALTER and the
     // DROP and take the single slot: try a few times.
     for attempt in 0..5u64 {
-        if drop_existing(&mut c, name).await {
+        if drop_existing(&mut c, name, &server).await {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200 * (attempt + 1))).await;

@@ -3,8 +3,12 @@
 -- destination is configured; per order key only the head (lowest token, then sequence) and
 -- only when nothing of that key is in flight; never an expire_with_generation op whose token
 -- is no longer its resource's newest.
--- One UPDATE through an updatable CTE with TOP and ORDER BY (SQL Server's queue pattern), so
--- the lease check, the choice and the claim are one autocommit statement:
+-- One UPDATE of the ops a TOP ... ORDER BY subquery chose (SQL Server's queue pattern), so the
+-- lease check, the choice and the claim are one autocommit statement. (The same as an UPDATE
+-- through an updatable CTE, which Babelfish for PostgreSQL does not run. The subquery's hints
+-- lock the chosen rows for the UPDATE; the UPDATE reads WITH (READPAST, ROWLOCK) too, so
+-- whatever plan it gets it never waits for a row another transaction holds, and it checks
+-- `pending` again on the row it changes.)
 -- - The lease row is read WITH (HOLDLOCK, ROWLOCK): a shared lock on its key held until the
 --   statement commits, a locking read of the latest committed row under READ COMMITTED and
 --   READ COMMITTED SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version).
@@ -42,8 +46,35 @@ SET NOCOUNT ON;
 
 DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
 
-WITH c AS (
-    SELECT TOP (@P7) o.*
+UPDATE dbo.outbox_ops WITH (READPAST, ROWLOCK)
+SET state = 'in_flight',
+    claimed_by_fence = @P3,
+    claimed_by_lease = @P1,
+    claimed_at = @now,
+    attempts = attempts + 1
+OUTPUT inserted.id,
+       inserted.op_id,
+       inserted.resource,
+       inserted.fence,
+       inserted.destination,
+       inserted.idempotency_key,
+       inserted.method,
+       inserted.path,
+       inserted.headers,
+       inserted.content_type,
+       CASE WHEN DATALENGTH(inserted.body) <= @P8 THEN inserted.body ELSE 0x END AS body,
+       CAST(DATALENGTH(inserted.body) AS bigint) AS body_bytes,
+       inserted.attempts,
+       inserted.created_at,
+       inserted.claimed_at,
+       inserted.trace_context,
+       inserted.trace_state,
+       inserted.last_attempt_trace,
+       CAST(inserted.attempts - inserted.retry_base_attempts AS int) AS budget_attempt,
+       COALESCE(inserted.retry_since, inserted.created_at) AS budget_since
+WHERE state = 'pending'
+  AND id IN (
+    SELECT TOP (@P7) o.id
     FROM dbo.outbox_ops AS o WITH (READPAST, UPDLOCK, ROWLOCK)
     WHERE EXISTS (
             SELECT 1
@@ -70,30 +101,4 @@ WITH c AS (
       AND NOT (o.expire_with_generation = 1 AND o.fence < (
             SELECT g.fence FROM dbo.outbox_leases AS g WHERE g.resource = o.resource))
     ORDER BY o.next_attempt_at, o.id
-)
-UPDATE c
-SET state = 'in_flight',
-    claimed_by_fence = @P3,
-    claimed_by_lease = @P1,
-    claimed_at = @now,
-    attempts = attempts + 1
-OUTPUT inserted.id,
-       inserted.op_id,
-       inserted.resource,
-       inserted.fence,
-       inserted.destination,
-       inserted.idempotency_key,
-       inserted.method,
-       inserted.path,
-       inserted.headers,
-       inserted.content_type,
-       CASE WHEN DATALENGTH(inserted.body) <= @P8 THEN inserted.body ELSE 0x END AS body,
-       CAST(DATALENGTH(inserted.body) AS bigint) AS body_bytes,
-       inserted.attempts,
-       inserted.created_at,
-       inserted.claimed_at,
-       inserted.trace_context,
-       inserted.trace_state,
-       inserted.last_attempt_trace,
-       CAST(inserted.attempts - inserted.retry_base_attempts AS int) AS budget_attempt,
-       COALESCE(inserted.retry_since, inserted.created_at) AS budget_since;
+);

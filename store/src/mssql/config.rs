@@ -18,6 +18,10 @@ pub(crate) struct MssqlUrl {
     /// How long opening a connection (TCP, TLS and login) may take. ADO.NET's
     /// `Connect Timeout`; default 15 s, as there.
     pub(crate) connect_timeout: Duration,
+    /// `AllowBabelfishForTests=true`: the store may run on Babelfish for PostgreSQL, which
+    /// ignores locking hints, so the fence does not hold there (G4, G9). Off by default:
+    /// connecting to Babelfish is refused (see `MsStore::connect`). For test servers only.
+    pub(crate) allow_babelfish: bool,
 }
 
 /// The ADO.NET keys a URL's query may carry, lowercased, and what they set.
@@ -85,6 +89,7 @@ impl MssqlUrl {
         let mut command_timeout = Some(Duration::from_secs(30));
         let mut packet_size = None;
         let mut named_application = false;
+        let mut allow_babelfish = false;
         for (key, value) in parsed.query_pairs() {
             let name = key.trim().to_ascii_lowercase();
             let value = value.trim();
@@ -101,6 +106,13 @@ impl MssqlUrl {
                         .filter(|n| (512..=32767).contains(n))
                         .ok_or_else(|| invalid("Packet Size must be 512..=32767 bytes"))?;
                     packet_size = Some(size);
+                }
+                "allowbabelfishfortests" | "allow babelfish for tests" => {
+                    allow_babelfish = match value.to_ascii_lowercase().as_str() {
+                        "true" | "yes" => true,
+                        "false" | "no" => false,
+                        _ => return Err(invalid("AllowBabelfishForTests must be true or false")),
+                    };
                 }
                 n if PASSED_TO_DRIVER.contains(&n) => {
                     named_application |=
@@ -123,7 +135,8 @@ impl MssqlUrl {
                             "has the unknown key {}; known: TrustServerCertificate, Encrypt, \
                              TrustServerCertificateCA, HostNameInCertificate, Application Name, \
                              ApplicationIntent, Workstation ID, MultiSubnetFailover, \
-                             Connect Timeout, Command Timeout, Packet Size",
+                             Connect Timeout, Command Timeout, Packet Size, \
+                             AllowBabelfishForTests",
                             shown_key(&key)
                         ),
                     ));
@@ -154,6 +167,7 @@ impl MssqlUrl {
         Ok(MssqlUrl {
             config,
             connect_timeout,
+            allow_babelfish,
         })
     }
 }
@@ -278,6 +292,17 @@ mod tests {
         assert_eq!(u.connect_timeout, Duration::from_secs(3));
         assert_eq!(u.config.get_command_timeout(), None);
         assert_eq!(u.config.get_packet_size(), Some(8192));
+        assert!(!u.allow_babelfish);
+        for (url, allowed) in [
+            ("mssql://sa:x@h/db?AllowBabelfishForTests=true", true),
+            (
+                "mssql://sa:x@h/db?allow%20babelfish%20for%20tests=Yes",
+                true,
+            ),
+            ("mssql://sa:x@h/db?AllowBabelfishForTests=false", false),
+        ] {
+            assert_eq!(parse(url).unwrap().allow_babelfish, allowed, "{url}");
+        }
     }
 
     #[test]
@@ -303,6 +328,10 @@ mod tests {
             ),
             ("mssql://sa:hunter2@h/db/extra", "more than one part"),
             ("mssql://sa:hunter2@h/db?Packet%20Size=1", "Packet Size"),
+            (
+                "mssql://sa:hunter2@h/db?AllowBabelfishForTests=1",
+                "true or false",
+            ),
             (
                 "mssql://sa:hunter2@h/db?TrustServerCertificate=true&TrustServerCertificateCA=/ca.pem",
                 "driver refuses",

@@ -18,6 +18,8 @@ mod membership;
 mod partitioning;
 mod pool;
 mod stmt;
+#[cfg(test)]
+mod subset_tests;
 
 use std::collections::HashMap;
 
@@ -49,6 +51,7 @@ const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
     include_str!("../../sql/mssql/op_insert_batch_if_lease_held.sql");
 const REJECTION_INSERT: &str = include_str!("../../sql/mssql/rejection_insert.sql");
 const REJECTION_LIST: &str = include_str!("../../sql/mssql/rejection_list.sql");
+const SERVER_PRODUCT: &str = include_str!("../../sql/mssql/server_product.sql");
 
 /// Opens one connection to the SQL Server database `url` names, with the session options the
 /// outbox runs with (`XACT_ABORT ON` among them): for a caller's own transactions that enqueue
@@ -68,13 +71,14 @@ impl MsStore {
     pub(crate) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
         let url = MssqlUrl::parse(url, &options.application_name)?;
         // One direct connection first: a pool retries failed connects until its timeout and
-        // then reports only that it timed out; this reports the real cause at once.
-        pool::open(&url)
-            .await
-            .map_err(map_err)?
-            .close()
-            .await
-            .map_err(map_err)?;
+        // then reports only that it timed out; this reports the real cause at once. It also
+        // asks which server answers.
+        let mut first = pool::open(&url).await.map_err(map_err)?;
+        let server = server_product(&mut first).await?;
+        first.close().await.map_err(map_err)?;
+        if server.babelfish && !url.allow_babelfish {
+            return Err(babelfish_refused().into());
+        }
         let pool = bb8::Pool::builder()
             .max_size(options.max_connections.max(1))
             .connection_timeout(
@@ -219,6 +223,36 @@ impl MsStore {
             .await?;
         rows.iter().map(rejection_row).collect()
     }
+}
+
+/// What `server_product.sql` says of the server a connection reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerProduct {
+    /// Babelfish for PostgreSQL, not SQL Server: table hints take no lock there.
+    pub babelfish: bool,
+    /// The first line of `@@VERSION`.
+    pub version: String,
+}
+
+/// Which server `c` is connected to: SQL Server (or Azure SQL), or Babelfish for PostgreSQL.
+pub async fn server_product(c: &mut Client) -> Result<ServerProduct, Error> {
+    let row = Stmt::new(SERVER_PRODUCT).fetch_one(c).await?;
+    let version: String = row.col("version")?;
+    Ok(ServerProduct {
+        babelfish: row.col("babelfish")?,
+        version: version.lines().next().unwrap_or("").trim().to_owned(),
+    })
+}
+
+/// Why a store is not opened on Babelfish: the fence needs the locks its hints ask for.
+fn babelfish_refused() -> InvalidInput {
+    InvalidInput::new(
+        "database_url",
+        "names a Babelfish for PostgreSQL server, which runs T-SQL but ignores locking hints \
+         (UPDLOCK, HOLDLOCK, READPAST take no lock): a stale owner's enqueue could be accepted \
+         during a takeover (G4) and a stale dispatcher could claim (G9). Use SQL Server or \
+         PostgreSQL in production; for tests only, add AllowBabelfishForTests=true to the URL",
+    )
 }
 
 /// A statement whose parameters are a partition's lease and the partition: @P1 resource,
