@@ -334,7 +334,7 @@ pub(crate) async fn dispatch(
     }
     let mut row = Row {
         scenario: "dispatch".into(),
-        backend: target.backend().name().into(),
+        backend: target.label().into(),
         producers: None,
         setting: format!("backlog {backlog}"),
         ops_per_s: median(&ours),
@@ -460,7 +460,7 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
     }
     Ok(vec![Row {
         scenario: "latency".into(),
-        backend: target.backend().name().into(),
+        backend: target.label().into(),
         producers: Some(1),
         setting: format!("{rate}/s for {seconds} s, poll {poll}"),
         ops_per_s: median(&achieved),
@@ -511,7 +511,7 @@ pub(crate) async fn backlog(target: &Target, runs: usize, quick: bool) -> anyhow
         let (cost, base) = (median(&costs), median(&small_cost));
         rows.push(Row {
             scenario: "backlog".into(),
-            backend: target.backend().name().into(),
+            backend: target.label().into(),
             producers: None,
             setting: format!("{name}: {pending} pending, {history} delivered; {drained} drained"),
             ops_per_s: 1e6 / cost,

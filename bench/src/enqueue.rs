@@ -292,6 +292,7 @@ pub(crate) async fn insert_plain_batch(
                 .await?;
         }
         Plain::Mssql(clients) => {
+            let (json, bytes) = batch_json_bytes_apart(&ops, &slots);
             let mut c = clients[0].lock().await;
             c.execute(
                 PLAIN_BATCH_MSSQL,
@@ -299,8 +300,9 @@ pub(crate) async fn insert_plain_batch(
                     &resource.as_str(),
                     &uuid::Uuid::nil(),
                     &1_i64,
-                    &batch_json(&ops, &slots),
-                    &order_key.as_deref(),
+                    &json,
+                    &order_key.as_deref().unwrap_or(""),
+                    &bytes,
                 ],
             )
             .await?;
@@ -309,7 +311,27 @@ pub(crate) async fn insert_plain_batch(
     Ok(())
 }
 
-/// The ops of a plain batch as the JSON array the SQLite and SQL Server statements read:
+/// SQL Server's form of a plain batch: the JSON array {op_id, key, at, body_bytes, partition}
+/// and the bytes (each op's hash, then its body; `at` counts from 1, as SUBSTRING does).
+fn batch_json_bytes_apart(
+    ops: &[(uuid::Uuid, String, Operation)],
+    slots: &[i32],
+) -> (String, Vec<u8>) {
+    let mut bytes = Vec::new();
+    let rows: Vec<serde_json::Value> = ops
+        .iter()
+        .zip(slots)
+        .map(|((id, key, o), slot)| {
+            let at = bytes.len() + 1;
+            bytes.extend_from_slice(&o.request_hash());
+            bytes.extend_from_slice(o.body());
+            serde_json::json!({"op_id": id.to_string(), "key": key, "at": at, "body_bytes": o.body().len(), "partition": slot})
+        })
+        .collect();
+    (serde_json::Value::Array(rows).to_string(), bytes)
+}
+
+/// The ops of a plain batch as the JSON array the SQLite statement reads:
 /// {op_id, key, hash (hex), partition, body (hex)}.
 fn batch_json(ops: &[(uuid::Uuid, String, Operation)], slots: &[i32]) -> String {
     let rows: Vec<serde_json::Value> = ops
@@ -338,7 +360,7 @@ pub(crate) fn row(
     let (o, b) = (median(ours), median(base));
     Row {
         scenario: scenario.to_owned(),
-        backend: target.backend().name().to_owned(),
+        backend: target.label().to_owned(),
         producers,
         setting,
         ops_per_s: o,

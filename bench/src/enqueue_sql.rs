@@ -54,7 +54,7 @@ pub(crate) async fn enqueue_sql(
         eprintln!(
             "enqueue-sql run {}/{runs} ({}): SQL {s:.0} ops/s, Rust {r:.0} ops/s, ratio {:.2}",
             run + 1,
-            target.backend().name(),
+            target.label(),
             s / r
         );
         sql.push(s);

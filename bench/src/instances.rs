@@ -155,7 +155,7 @@ pub(crate) async fn instances(
                      {:.1} s, {backlog} ops drained at {:.0} ops/s; destination: peak {} in \
                      flight, {steady}",
                     run + 1,
-                    target.backend().name(),
+                    target.label(),
                     plural(*n),
                     limit.describe(),
                     s.settle.as_secs_f64(),
@@ -252,7 +252,7 @@ impl Part<'_> {
             extra.push(("split_s", median(&each(steps, |s| s.settle.as_secs_f64()))));
             rows.push(Row {
                 scenario: "dispatch-instances".into(),
-                backend: self.target.backend().name().into(),
+                backend: self.target.label().into(),
                 producers: None,
                 setting: format!(
                     "{n} instance{}, {PARTITIONS} partitions, {} ops, 204 after {DELAY:?}, {}",

@@ -130,7 +130,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     // SQL Server first, so a missing --mssql-url is reported before a cluster starts.
     let mssql = match args.backend {
-        Which::Mssql | Which::All => Some(Target::mssql(args.mssql_url.as_deref())?),
+        Which::Mssql | Which::All => Some(Target::mssql(args.mssql_url.as_deref()).await?),
         _ => None,
     };
     let mut targets = Vec::new();

@@ -8,7 +8,7 @@ use serde::Serialize;
 pub(crate) struct Row {
     /// The scenario's name.
     pub(crate) scenario: String,
-    /// `sqlite` or `postgres`.
+    /// `sqlite`, `postgres`, `mssql`, or `mssql-babelfish` on Babelfish for PostgreSQL.
     pub(crate) backend: String,
     /// Concurrent producers, where it applies.
     pub(crate) producers: Option<u32>,

@@ -24,9 +24,13 @@ pub(crate) enum Target {
         _cluster: Option<outbox_tests::pg::Cluster>,
     },
     /// A SQL Server: databases are created on it per run, with READ_COMMITTED_SNAPSHOT on.
+    /// Or Babelfish for PostgreSQL, which refuses that switch (its READ COMMITTED reads
+    /// snapshots already) and ignores locking hints: its rows are labelled as Babelfish.
     Mssql {
         /// URL of a database where `CREATE DATABASE` may run (e.g. master).
         admin_url: String,
+        /// The server is Babelfish for PostgreSQL.
+        babelfish: bool,
     },
 }
 
@@ -58,20 +62,44 @@ impl Target {
     }
 
     /// SQL Server at `url` (`--mssql-url`); there is no throwaway server to fall back on.
-    pub(crate) fn mssql(url: Option<&str>) -> anyhow::Result<Target> {
-        match url.filter(|u| !u.trim().is_empty()) {
-            Some(url) => {
-                // A URL that names no server is refused now, not after the other backends ran.
-                mssql_with_database(url, "outbox_bench")?;
-                Ok(Target::Mssql {
-                    admin_url: url.to_owned(),
-                })
-            }
-            None => anyhow::bail!(
+    /// Asks which server answers: SQL Server, or Babelfish for PostgreSQL (said on stderr).
+    pub(crate) async fn mssql(url: Option<&str>) -> anyhow::Result<Target> {
+        let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+            anyhow::bail!(
                 "--backend mssql (and all) needs a SQL Server: pass --mssql-url (or set \
                  OUTBOX_MSSQL_URL) to a database where CREATE DATABASE may run, e.g. \
                  mssql://sa:PASSWORD@localhost:1433/master?TrustServerCertificate=true"
-            ),
+            );
+        };
+        // A URL that names no server is refused now, not after the other backends ran.
+        mssql_with_database(url, "outbox_bench")?;
+        let mut c = outbox_store::mssql::connect(url)
+            .await
+            .context("connect to SQL Server (--mssql-url)")?;
+        let server = outbox_store::mssql::server_product(&mut c).await?;
+        c.close().await.ok();
+        eprintln!(
+            "--backend mssql runs on {}{}",
+            server.version,
+            if server.babelfish {
+                " (Babelfish for PostgreSQL: locking hints are ignored; rows say mssql-babelfish)"
+            } else {
+                ""
+            }
+        );
+        Ok(Target::Mssql {
+            admin_url: url.to_owned(),
+            babelfish: server.babelfish,
+        })
+    }
+
+    /// The name rows carry: the backend's, and `mssql-babelfish` on Babelfish for PostgreSQL.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Target::Mssql {
+                babelfish: true, ..
+            } => "mssql-babelfish",
+            _ => self.backend().name(),
         }
     }
 
@@ -107,24 +135,36 @@ impl Target {
                     _dir: None,
                 }
             }
-            Target::Mssql { admin_url } => {
+            Target::Mssql {
+                admin_url,
+                babelfish,
+            } => {
                 let name = format!("outbox_bench_{}", uuid::Uuid::new_v4().simple());
                 let mut c = outbox_store::mssql::connect(admin_url)
                     .await
                     .context("connect to SQL Server (--mssql-url)")?;
                 // Each its own batch: CREATE DATABASE must be alone in one on Azure SQL, and
                 // the ALTER needs the database to exist (nobody else is connected to it yet).
-                for sql in [
-                    format!("CREATE DATABASE [{name}]"),
-                    format!("ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"),
-                ] {
+                let mut statements = vec![format!("CREATE DATABASE [{name}]")];
+                if !babelfish {
+                    statements.push(format!(
+                        "ALTER DATABASE [{name}] SET READ_COMMITTED_SNAPSHOT ON"
+                    ));
+                }
+                for sql in statements {
                     let done = async { c.simple_query(sql).await?.into_results().await };
                     done.await
                         .with_context(|| format!("create the database {name}"))?;
                 }
                 c.close().await.ok();
+                let mut url = url::Url::parse(&mssql_with_database(admin_url, &name)?)?;
+                if *babelfish {
+                    // The store refuses Babelfish otherwise: a benchmark is a test.
+                    url.query_pairs_mut()
+                        .append_pair("AllowBabelfishForTests", "true");
+                }
                 Db {
-                    url: mssql_with_database(admin_url, &name)?,
+                    url: url.into(),
                     _dir: None,
                 }
             }

@@ -207,6 +207,9 @@ async fn a_timeout_is_recorded_as_unknown_then_retried(db: TestDb) {
 }
 
 async fn g8_ops_of_one_key_arrive_in_order_while_keys_progress_in_parallel(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     let mut leases = Vec::new();
@@ -375,6 +378,9 @@ async fn g12_graceful_shutdown_leaves_nothing_in_flight(db: TestDb) {
 /// A destination that hangs (30 s per request, past its 2 s timeout) does not delay another
 /// destination's deliveries by more than a second.
 async fn a_hanging_destination_does_not_delay_the_others(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let (hanging, fast) = (Receiver::start().await, Receiver::start().await);
     hanging.script(
@@ -563,6 +569,9 @@ fn peak_concurrency(got: &[outbox_tests::Received]) -> usize {
 /// leading its share of 4 partitions, never have more than 3 requests open at once at a
 /// destination allowing 3 (each of them alone would allow 3).
 async fn max_in_flight_holds_across_dispatchers(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let receiver =
         Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(150))).await;
     let dest = destination("narrow", &receiver, "max_in_flight = 3\ntimeout = \"2s\"");
@@ -646,6 +655,9 @@ async fn enqueue_wave(outbox: &outbox_producer::Outbox, wave: usize) {
 /// enqueued before and after are each sent once and in order per key, and a dispatcher
 /// started with the old count afterwards refuses to serve, naming the count in force.
 async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let receiver =
         Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(30))).await;
     let dest = destination("ledger", &receiver, "");
@@ -781,6 +793,9 @@ async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
 /// Three partitions served by two dispatchers: every op is delivered exactly once, and ops of
 /// one key stay in order (a key always falls in the same partition).
 async fn g12_partitions_split_the_work_between_dispatchers(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     for k in 0..12 {

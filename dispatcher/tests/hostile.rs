@@ -406,6 +406,9 @@ fn assert_escaped_excerpt(attempt: &AttemptRow) {
 /// terminal escapes: both ops are dead, every attempt is recorded with its excerpt escaped,
 /// and the op enqueued after them is delivered.
 async fn g11_failing_answers_full_of_control_bytes_are_recorded_escaped(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::OPENJSON_KEEPS_ESCAPES) {
+        return;
+    }
     let server = RawServer::start().await;
     server.on("/500", [Answer::whole(500, "", HOSTILE_BODY)]);
     server.on("/400", [Answer::whole(400, "", HOSTILE_BODY)]);
@@ -439,6 +442,9 @@ async fn g11_failing_answers_full_of_control_bytes_are_recorded_escaped(db: Test
 /// A 200 whose body holds NUL, bytes that are not UTF-8 and terminal escapes: delivered, its
 /// excerpt escaped, and the op enqueued after it is delivered too.
 async fn g11_a_delivered_answer_full_of_control_bytes_is_recorded_escaped(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::OPENJSON_KEEPS_ESCAPES) {
+        return;
+    }
     let server = RawServer::start().await;
     server.on("/200", [Answer::whole(200, "", HOSTILE_BODY)]);
     run_case(
@@ -604,6 +610,9 @@ async fn g11_a_redirect_to_another_server_is_not_followed(db: TestDb) {
 /// the 1 s timeout, the op is dead after two, and the op enqueued after the first one is
 /// delivered without waiting for that timeout.
 async fn g11_a_destination_that_never_answers_times_out_as_unknown(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let server = RawServer::start().await;
     server.on("/silent", [Answer::Silence]);
     run_case(

@@ -1,6 +1,7 @@
 //! Lists and batches as JSON text, for the backends without array parameters: SQLite reads
-//! them with `json_each`, SQL Server with `OPENJSON`. One shape for both, so their statements
-//! take the same parameter; bytes are lowercase hex.
+//! them with `json_each`, SQL Server with `OPENJSON`. SQLite's batch carries its bytes as
+//! lowercase hex; SQL Server's carries them apart, in one binary parameter (Babelfish for
+//! PostgreSQL ignores `CONVERT`'s hex style, and binary is half the size anyway).
 
 use crate::model::OrderKey;
 use crate::op::NewOp;
@@ -10,36 +11,66 @@ pub(crate) fn list<T: serde::Serialize>(items: &[T]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// A batch as the JSON array `op_insert_batch_if_lease_held.sql` reads: one object per op
-/// with the keys op_id, destination, key, hash, order_key, partition, method, path, headers,
-/// content_type, body, expire, delay_ms, trace and trace_state.
+/// A batch as the JSON array SQLite's `op_insert_batch_if_lease_held.sql` reads: one object
+/// per op with the keys of [`op_object`], and hash and body as hex.
 pub(crate) fn batch(ops: &[NewOp]) -> String {
     let ops: Vec<serde_json::Value> = ops
         .iter()
         .map(|o| {
-            serde_json::json!({
-                "op_id": o.op_id.hyphenated().to_string(),
-                "destination": o.destination.as_str(),
-                "key": o.idempotency_key.as_str(),
-                "hash": hex(&o.request_hash),
-                "order_key": o.order_key.as_ref().map(OrderKey::as_str),
-                "partition": o.partition,
-                "method": o.method.as_str(),
-                "path": o.path,
-                "headers": o.headers_json,
-                "content_type": o.content_type,
-                "body": hex(&o.body),
-                "expire": o.expire_with_generation,
-                "delay_ms": o.delay_ms,
-                "trace": o.trace_context,
-                "trace_state": o.trace_state,
-            })
+            let mut object = op_object(o);
+            object.insert("hash".into(), hex(&o.request_hash).into());
+            object.insert("body".into(), hex(&o.body).into());
+            object.into()
         })
         .collect();
     serde_json::Value::Array(ops).to_string()
 }
 
-/// Lowercase hex, as SQLite's `unhex` and SQL Server's `CONVERT(varbinary(max), x, 2)` read it.
+/// A batch as SQL Server's `op_insert_batch_if_lease_held.sql` reads it: the JSON array of
+/// [`op_object`]s, each with `at` (where its 32-byte request hash starts in the bytes, from 1,
+/// as T-SQL's SUBSTRING counts) and `body_bytes` (its body's length, right after the hash),
+/// and the bytes: every op's hash and body, one after the other.
+pub(crate) fn batch_bytes_apart(ops: &[NewOp]) -> (String, Vec<u8>) {
+    let mut bytes = Vec::with_capacity(ops.iter().map(|o| 32 + o.body.len()).sum());
+    let ops: Vec<serde_json::Value> = ops
+        .iter()
+        .map(|o| {
+            let mut object = op_object(o);
+            object.insert("at".into(), (bytes.len() as u64 + 1).into());
+            object.insert("body_bytes".into(), (o.body.len() as u64).into());
+            bytes.extend_from_slice(&o.request_hash);
+            bytes.extend_from_slice(&o.body);
+            object.into()
+        })
+        .collect();
+    (serde_json::Value::Array(ops).to_string(), bytes)
+}
+
+/// An op's text and numbers as one JSON object: op_id, destination, key, order_key,
+/// partition, method, path, headers, content_type, expire, delay_ms, trace and trace_state.
+fn op_object(o: &NewOp) -> serde_json::Map<String, serde_json::Value> {
+    let object = serde_json::json!({
+        "op_id": o.op_id.hyphenated().to_string(),
+        "destination": o.destination.as_str(),
+        "key": o.idempotency_key.as_str(),
+        "order_key": o.order_key.as_ref().map(OrderKey::as_str),
+        "partition": o.partition,
+        "method": o.method.as_str(),
+        "path": o.path,
+        "headers": o.headers_json,
+        "content_type": o.content_type,
+        "expire": o.expire_with_generation,
+        "delay_ms": o.delay_ms,
+        "trace": o.trace_context,
+        "trace_state": o.trace_state,
+    });
+    match object {
+        serde_json::Value::Object(map) => map,
+        _ => unreachable!("json! of braces is an object"),
+    }
+}
+
+/// Lowercase hex, as SQLite's `unhex` reads it.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes

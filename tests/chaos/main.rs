@@ -119,7 +119,12 @@ async fn postgres_membership() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
 async fn mssql_membership() {
-    chaos("mssql", TestDb::mssql().await, false, Variant::Membership).await;
+    let db = TestDb::mssql().await;
+    // Its rounds must see splits change within their time; on Babelfish they did not.
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
+    chaos("mssql", db, false, Variant::Membership).await;
 }
 
 /// A run on a PostgreSQL cluster of the test's own, restarted halfway; on the `DATABASE_URL`

@@ -14,4 +14,5 @@ mod membership;
 mod migrations;
 mod partition_count;
 mod regression;
+mod server_product;
 mod sql_api;

@@ -174,14 +174,18 @@ impl TestDb {
         self.babelfish
     }
 
-    /// True, after saying so on stderr (past the harness's capture), when this test cannot
-    /// prove what it proves on Babelfish for PostgreSQL for the reason `limitation` names (it
-    /// ignores locking hints): the caller returns. False on every other server, SQL Server
-    /// included, where the test runs in full.
-    pub fn skip_on_babelfish(&self, test: &str, limitation: &str) -> bool {
+    /// True, after saying so on stderr (past the harness's capture), when this is a SQL
+    /// Server test on Babelfish for PostgreSQL and it needs what `limitation` (one of
+    /// [`crate::babelfish`]'s) says Babelfish lacks: the caller returns. False on every other
+    /// server, SQL Server included, where the test runs in full.
+    pub fn skip_on_babelfish(&self, limitation: &str) -> bool {
         if !self.babelfish {
             return false;
         }
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("this test")
+            .to_owned();
         use std::io::Write as _;
         let _ = writeln!(
             std::io::stderr(),

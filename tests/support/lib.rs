@@ -3,6 +3,7 @@
 //! test, a recording HTTP destination, polling waits, a seeded random source and signals for
 //! real processes. Used by `it/`, `chaos/` and by the binary tests of other crates.
 
+pub mod babelfish;
 pub mod cases;
 pub mod db;
 mod mssql;

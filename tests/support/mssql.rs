@@ -115,7 +115,7 @@ pub(crate) async fn create_database(admin_url: &str, name: &str, server: &Server
         loop {
             match batch(&mut c, &sql).await {
                 Ok(()) => break,
-                Err(e) if e.code() == Some(MODEL_LOCKED) && tries < 10 => {
+                Err(e) if retry_create(&e, server) && tries < 10 => {
                     tries += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
                 }
@@ -132,11 +132,38 @@ pub(crate) async fn create_database(admin_url: &str, name: &str, server: &Server
 /// "Could not obtain exclusive lock on database 'model'".
 const MODEL_LOCKED: u32 = 1807;
 
+/// Whether a CREATE DATABASE that failed with `e` may pass when tried again: `model` was
+/// locked (SQL Server), or two creations changed the catalog at once (Babelfish: "tuple
+/// concurrently updated").
+fn retry_create(e: &tiberius::error::Error, server: &ServerProduct) -> bool {
+    e.code() == Some(MODEL_LOCKED)
+        || (server.babelfish && e.to_string().contains("tuple concurrently updated"))
+}
+
 /// Drops `name` if it exists. On SQL Server its sessions are killed first (SINGLE_USER WITH
 /// ROLLBACK IMMEDIATE), and the drop runs in the same batch, so nothing can take the one slot
 /// between; Babelfish has no single-user mode and drops the database as it is.
 async fn drop_existing(c: &mut Client, name: &str, server: &ServerProduct) -> bool {
     let sql = if server.babelfish {
+        // Its sessions are ended first (KILL), or the drop is refused while one is connected.
+        let sessions = format!(
+            "SELECT CAST(session_id AS int) AS id FROM sys.dm_exec_sessions \
+             WHERE database_id = DB_ID(N'{name}') AND session_id <> @@SPID"
+        );
+        let ids: Vec<i32> = match c.simple_query(sessions).await {
+            Ok(stream) => stream
+                .into_first_result()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| r.get::<i32, _>("id"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for id in ids {
+            // One may have ended meanwhile: its KILL fails, which is what was wanted.
+            let _ = batch(c, &format!("KILL {id}")).await;
+        }
         format!("IF DB_ID(N'{name}') IS NOT NULL DROP DATABASE [{name}]")
     } else {
         format!(

@@ -1,6 +1,8 @@
 -- Baseline completion: the claimed ops delivered and their attempt rows written, in one
 -- transaction, as op_complete_batch_if_claimed.sql writes them but with no lease or claim
--- check beyond "still in flight".
+-- check beyond "still in flight". Each attempt's start is the claim time, read with an update
+-- lock before the UPDATE clears it (Babelfish for PostgreSQL returns NULL for deleted.* in an
+-- UPDATE's OUTPUT).
 -- Parameters: @P1 the op row ids (nvarchar, a JSON array of bigint), @P2 the token that
 -- claimed them (bigint).
 SET NOCOUNT ON;
@@ -16,6 +18,12 @@ DECLARE @done TABLE (
 
 BEGIN TRANSACTION;
 
+INSERT INTO @done (op_id, attempt, started_at)
+SELECT o.op_id, o.attempts, o.claimed_at
+FROM dbo.outbox_ops AS o WITH (UPDLOCK, ROWLOCK)
+WHERE o.id IN (SELECT j.id FROM OPENJSON(@P1) WITH (id bigint '$') AS j)
+  AND o.state = 'in_flight';
+
 UPDATE o
 SET state = 'delivered',
     claimed_by_fence = NULL,
@@ -23,10 +31,8 @@ SET state = 'delivered',
     delivered_at = @now,
     finished_at = @now,
     last_error = NULL
-OUTPUT inserted.op_id, inserted.attempts, deleted.claimed_at INTO @done (op_id, attempt, started_at)
-FROM dbo.outbox_ops AS o
-WHERE o.id IN (SELECT j.id FROM OPENJSON(@P1) WITH (id bigint '$') AS j)
-  AND o.state = 'in_flight';
+FROM dbo.outbox_ops AS o, @done AS d
+WHERE d.op_id = o.op_id;
 
 INSERT INTO dbo.outbox_attempts (op_id, attempt, dispatcher_fence, started_at, finished_at,
                                  outcome, http_status)

@@ -4,11 +4,14 @@
 -- only when nothing of that key is in flight; never an expire_with_generation op whose token
 -- is no longer its resource's newest.
 -- One UPDATE of the ops a TOP ... ORDER BY subquery chose (SQL Server's queue pattern), so the
--- lease check, the choice and the claim are one autocommit statement. (The same as an UPDATE
--- through an updatable CTE, which Babelfish for PostgreSQL does not run. The subquery's hints
--- lock the chosen rows for the UPDATE; the UPDATE reads WITH (READPAST, ROWLOCK) too, so
--- whatever plan it gets it never waits for a row another transaction holds, and it checks
--- `pending` again on the row it changes.)
+-- lease check, the choice and the claim are one statement. (The same as an UPDATE through an
+-- updatable CTE, which Babelfish for PostgreSQL does not run. The subquery's hints lock the
+-- chosen rows for the UPDATE; the UPDATE reads WITH (READPAST, ROWLOCK) too, so whatever plan
+-- it gets it never waits for a row another transaction holds, and it checks `pending` again on
+-- the row it changes.) Its OUTPUT keeps what the claim changed in a table variable, plain
+-- columns only (Babelfish runs no CAST, CASE or COALESCE there), and the SELECT after it reads
+-- the op's unchanging columns beside them; both in one transaction, so a claim whose rows were
+-- not returned is rolled back (XACT_ABORT ON), never left in flight unseen.
 -- - The lease row is read WITH (HOLDLOCK, ROWLOCK): a shared lock on its key held until the
 --   statement commits, a locking read of the latest committed row under READ COMMITTED and
 --   READ COMMITTED SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version).
@@ -45,6 +48,16 @@
 SET NOCOUNT ON;
 
 DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
+DECLARE @claimed TABLE (
+    id                  bigint            NOT NULL PRIMARY KEY,
+    attempts            int               NOT NULL,
+    claimed_at          datetimeoffset(7) NOT NULL,
+    last_attempt_trace  varchar(55)       NULL,
+    budget_attempt      int               NOT NULL,
+    retry_since         datetimeoffset(7) NULL
+);
+
+BEGIN TRANSACTION;
 
 UPDATE dbo.outbox_ops WITH (READPAST, ROWLOCK)
 SET state = 'in_flight',
@@ -53,25 +66,12 @@ SET state = 'in_flight',
     claimed_at = @now,
     attempts = attempts + 1
 OUTPUT inserted.id,
-       inserted.op_id,
-       inserted.resource,
-       inserted.fence,
-       inserted.destination,
-       inserted.idempotency_key,
-       inserted.method,
-       inserted.path,
-       inserted.headers,
-       inserted.content_type,
-       CASE WHEN DATALENGTH(inserted.body) <= @P8 THEN inserted.body ELSE 0x END AS body,
-       CAST(DATALENGTH(inserted.body) AS bigint) AS body_bytes,
        inserted.attempts,
-       inserted.created_at,
        inserted.claimed_at,
-       inserted.trace_context,
-       inserted.trace_state,
        inserted.last_attempt_trace,
-       CAST(inserted.attempts - inserted.retry_base_attempts AS int) AS budget_attempt,
-       COALESCE(inserted.retry_since, inserted.created_at) AS budget_since
+       inserted.attempts - inserted.retry_base_attempts,
+       inserted.retry_since
+INTO @claimed (id, attempts, claimed_at, last_attempt_trace, budget_attempt, retry_since)
 WHERE state = 'pending'
   AND id IN (
     SELECT TOP (@P7) o.id
@@ -102,3 +102,28 @@ WHERE state = 'pending'
             SELECT g.fence FROM dbo.outbox_leases AS g WHERE g.resource = o.resource))
     ORDER BY o.next_attempt_at, o.id
 );
+
+SELECT o.id,
+       o.op_id,
+       o.resource,
+       o.fence,
+       o.destination,
+       o.idempotency_key,
+       o.method,
+       o.path,
+       o.headers,
+       o.content_type,
+       CASE WHEN DATALENGTH(o.body) <= @P8 THEN o.body ELSE 0x END AS body,
+       CAST(DATALENGTH(o.body) AS bigint) AS body_bytes,
+       c.attempts,
+       o.created_at,
+       c.claimed_at,
+       o.trace_context,
+       o.trace_state,
+       c.last_attempt_trace,
+       c.budget_attempt,
+       COALESCE(c.retry_since, o.created_at) AS budget_since
+FROM @claimed AS c
+INNER JOIN dbo.outbox_ops AS o ON o.id = c.id;
+
+COMMIT TRANSACTION;

@@ -77,6 +77,9 @@ WHERE d.n = 1;
 
 BEGIN TRANSACTION;
 
+-- The ops are joined to their completions in the FROM list with the join condition in WHERE,
+-- the same join as INNER JOIN … ON: Babelfish for PostgreSQL loses an ON join's alias in an
+-- UPDATE with OUTPUT ("missing FROM-clause entry").
 UPDATE o
 SET state = c.state,
     claimed_by_fence = NULL,
@@ -93,9 +96,9 @@ SET state = c.state,
     last_error = c.error,
     last_attempt_trace = c.trace
 OUTPUT inserted.id, inserted.op_id INTO @done (id, op_id)
-FROM dbo.outbox_ops AS o
-INNER JOIN @c AS c ON c.seq = o.id
-WHERE o.state = 'in_flight'
+FROM dbo.outbox_ops AS o, @c AS c
+WHERE c.seq = o.id
+  AND o.state = 'in_flight'
   AND o.claimed_by_fence = @P3
   AND o.claimed_by_lease = @P1
   AND EXISTS (

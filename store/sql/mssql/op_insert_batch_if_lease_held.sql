@@ -9,13 +9,17 @@
 -- Otherwise every op is inserted in batch order (ids follow the array), skipping those whose
 -- (destination, idempotency key) exists or came earlier in the batch (G7, resolved by the
 -- caller in the same transaction). SQL Server has no array parameters, so the ops come as one
--- JSON array (OPENJSON; j.[key] is the element's index); bytes are hex. Keys are compared and
+-- JSON array (OPENJSON; j.[key] is the element's index), and their bytes as one binary value:
+-- each op's 32-byte request hash at `at`, then its body of `body_bytes` bytes, cut out with
+-- SUBSTRING. (Not hex in the JSON: Babelfish for PostgreSQL ignores CONVERT's hex style and
+-- would store the hex digits themselves.) Keys are compared and
 -- grouped in the columns' binary collation, as PostgreSQL compares text. The keys are read
 -- WITH (UPDLOCK, HOLDLOCK), as in op_insert_if_lease_held.sql, so two inserts of one key
 -- serialise.
 -- Parameters: @P1 resource, @P2 owner id, @P3 token, @P4 JSON array of objects {op_id,
--- destination, key, hash (hex), order_key, partition, method, path, headers (JSON text, as a
--- JSON string), content_type, body (hex), expire (bool), delay_ms, trace}.
+-- destination, key, at (bigint, from 1), body_bytes (bigint), order_key, partition, method,
+-- path, headers (JSON text, as a JSON string), content_type, expire (bool), delay_ms, trace,
+-- trace_state}, @P5 the hashes and bodies (varbinary).
 -- Returns the id (bigint) and op_id (uniqueidentifier) of each op inserted, in no particular
 -- row order (the ids are in batch order).
 SET NOCOUNT ON;
@@ -47,19 +51,23 @@ END;
 IF @live = 0
     THROW 51002, N'expired', 1;
 
+-- The ids go to a table variable and are selected after: Babelfish for PostgreSQL refuses an
+-- OUTPUT sent to the client beside the ORDER BY that numbers the ids in batch order.
+DECLARE @inserted TABLE (id bigint NOT NULL PRIMARY KEY, op_id uniqueidentifier NOT NULL);
+
 WITH batch AS (
     SELECT CAST(j.[key] AS int) AS ord,
            o.op_id,
            o.destination COLLATE Latin1_General_100_BIN2 AS destination,
            o.idempotency_key COLLATE Latin1_General_100_BIN2 AS idempotency_key,
-           o.hash,
+           o.at,
+           o.body_bytes,
            o.order_key,
            o.partition,
            o.method,
            o.path,
            o.headers,
            o.content_type,
-           o.body,
            o.expire,
            o.delay_ms,
            o.trace,
@@ -69,14 +77,14 @@ WITH batch AS (
         op_id uniqueidentifier '$.op_id',
         destination varchar(64) '$.destination',
         idempotency_key varchar(255) '$.key',
-        hash varchar(max) '$.hash',
+        at bigint '$.at',
+        body_bytes bigint '$.body_bytes',
         order_key nvarchar(max) '$.order_key',
         partition int '$.partition',
         method nvarchar(max) '$.method',
         path nvarchar(max) '$.path',
         headers nvarchar(max) '$.headers',
         content_type nvarchar(max) '$.content_type',
-        body varchar(max) '$.body',
         expire bit '$.expire',
         delay_ms bigint '$.delay_ms',
         trace nvarchar(max) '$.trace',
@@ -91,10 +99,10 @@ INSERT INTO dbo.outbox_ops (op_id, resource, fence, owner_id, destination, idemp
                             request_hash, order_key, partition, method, path, headers,
                             content_type, body, expire_with_generation, next_attempt_at,
                             trace_context, trace_state)
-OUTPUT inserted.id, inserted.op_id
+OUTPUT inserted.id, inserted.op_id INTO @inserted (id, op_id)
 SELECT n.op_id, @P1, @P3, @P2, n.destination, n.idempotency_key,
-       CONVERT(varbinary(max), n.hash, 2), n.order_key, n.partition, n.method, n.path,
-       n.headers, n.content_type, CONVERT(varbinary(max), n.body, 2), n.expire,
+       SUBSTRING(@P5, n.at, 32), n.order_key, n.partition, n.method, n.path,
+       n.headers, n.content_type, SUBSTRING(@P5, n.at + 32, n.body_bytes), n.expire,
        DATEADD(MILLISECOND, CAST(n.delay_ms % 1000 AS int),
                DATEADD(SECOND, CAST(n.delay_ms / 1000 AS int),
                        CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
@@ -116,3 +124,5 @@ WHERE n.nth = 1
         AND e.idempotency_key = n.idempotency_key
   )
 ORDER BY n.ord;
+
+SELECT id, op_id FROM @inserted;

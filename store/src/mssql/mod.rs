@@ -173,11 +173,13 @@ impl MsStore {
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         let mut tx = self.begin().await?;
+        let (batch, bytes) = crate::json::batch_bytes_apart(ops);
         let rows = Stmt::new(OP_INSERT_BATCH_IF_LEASE_HELD)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
-            .bind(crate::json::batch(ops))
+            .bind(batch)
+            .bind(bytes)
             .rows(&mut tx)
             .await;
         let rows = match rows {

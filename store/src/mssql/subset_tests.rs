@@ -122,6 +122,10 @@ fn no_form_that_babelfish_refuses() {
             "ALTER DATABASE ",
             "database settings belong to the operator (README)",
         ),
+        (
+            "MERGE ",
+            "UPDATE WITH (UPDLOCK, HOLDLOCK), then INSERT when @@ROWCOUNT = 0, in one transaction",
+        ),
     ];
     let mut found = std::collections::BTreeSet::new();
     for (path, sql) in tsql_files() {
@@ -142,6 +146,56 @@ fn no_form_that_babelfish_refuses() {
                     if !rest.trim_start().starts_with("ADD CONSTRAINT") && top_level_comma(rest) {
                         found.insert(format!(
                             "{}: several columns in one ALTER TABLE … ADD",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+            for stmt in upper.split(';') {
+                // OUTPUT lists: Babelfish runs a column, arithmetic or a function of one column
+                // there, but no CAST, CASE or COALESCE ("missing FROM-clause entry").
+                if let Some(at) = stmt.find(" OUTPUT ") {
+                    let list = &stmt[at + 8..];
+                    let end = [" INTO ", " FROM ", " WHERE ", " VALUES ", " SELECT "]
+                        .iter()
+                        .filter_map(|w| list.find(w))
+                        .min()
+                        .unwrap_or(list.len());
+                    for word in ["CAST(", "CASE ", "COALESCE(", "IIF(", "ISNULL(", "CONVERT("] {
+                        if list[..end].contains(word) {
+                            found.insert(format!(
+                                "{}: {word}… in an OUTPUT list (OUTPUT INTO a table variable, \
+                                 then SELECT the expression)",
+                                path.display()
+                            ));
+                        }
+                    }
+                    // Sent to the client, an INSERT's OUTPUT cannot stand beside an ORDER BY
+                    // ("syntax error at or near ORDER"): OUTPUT … INTO a table variable.
+                    if stmt.contains("INSERT ")
+                        && stmt.contains(" ORDER BY ")
+                        && !list[..end].is_empty()
+                        && !stmt[at..].contains(" INTO ")
+                    {
+                        found.insert(format!(
+                            "{}: INSERT … OUTPUT … SELECT … ORDER BY (OUTPUT … INTO a table \
+                             variable)",
+                            path.display()
+                        ));
+                    }
+                    // An UPDATE's deleted.* is NULL there: read the old value first.
+                    if stmt.contains("UPDATE ") && list[..end].contains("DELETED.") {
+                        found.insert(format!(
+                            "{}: deleted.… in an UPDATE's OUTPUT (read it with UPDLOCK first)",
+                            path.display()
+                        ));
+                    }
+                    // An UPDATE with OUTPUT joins in its FROM list, never with JOIN … ON:
+                    // Babelfish loses the joined alias there.
+                    if stmt.contains("UPDATE ") && stmt[at..].contains(" JOIN ") {
+                        found.insert(format!(
+                            "{}: UPDATE … OUTPUT … FROM … JOIN (join in the FROM list, the \
+                             condition in WHERE)",
                             path.display()
                         ));
                     }

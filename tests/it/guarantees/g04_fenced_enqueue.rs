@@ -499,6 +499,9 @@ async fn g4_batches_are_all_or_nothing(db: TestDb) {
 /// to commit, and the accepted op is never committed after a newer token was granted.
 /// A batch stores each op exactly as `enqueue` would: every column but the key.
 async fn g4_a_batch_stores_ops_as_enqueue_does(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::OPENJSON_KEEPS_ESCAPES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let lease = outbox.try_acquire("batch", TTL).await.unwrap().unwrap();
     let op = |key: &str| {
@@ -562,6 +565,9 @@ async fn g4_a_batch_stores_ops_as_enqueue_does(db: TestDb) {
 }
 
 async fn g4_a_takeover_waits_for_an_open_enqueue_transaction(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::IGNORES_LOCKING_HINTS) {
+        return;
+    }
     let outbox = db.outbox().await;
     let ttl = Duration::from_secs(1);
     let lease = outbox.try_acquire("locked", ttl).await.unwrap().unwrap();

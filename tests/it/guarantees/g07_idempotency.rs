@@ -111,6 +111,9 @@ async fn g7_a_stale_owner_is_refused_even_for_a_known_request(db: TestDb) {
 /// A batch naming one key twice: the same request is one op, another request conflicts and
 /// the batch writes nothing.
 async fn g7_a_batch_naming_a_key_twice_makes_one_op_or_conflicts(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::OPENJSON_KEEPS_ESCAPES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let lease = outbox
         .try_acquire("billing:1842", TTL)
