@@ -97,7 +97,8 @@ if [ -n "${OUTBOX_MSSQL_URL:-}" ]; then
     extra=(--include-ignored)
 else
     echo "== SQL Server tests skipped: OUTBOX_MSSQL_URL is not set (they are listed as ignored;"
-    echo "   ops/test-mssql.sh runs them against SQL Server 2022 in Docker)"
+    echo "   set it to any SQL Server or Babelfish login that may CREATE DATABASE, or run"
+    echo "   ops/test-mssql.sh for SQL Server 2022 in Docker)"
 fi
 
 echo "== cargo test"

@@ -92,6 +92,10 @@
 -- to write dbo.outbox_ops, whose filtered indexes refuse other sessions with error 1934.
 -- Every text comparison below names its collation: the database default may ignore case or
 -- accents, or count surrogate pairs as one character or as two.
+-- Babelfish for PostgreSQL (4.3) has neither the _SC nor the _UTF8 collations used below, and
+-- ignores CONVERT's binary styles: no form both run counts characters or hashes UTF-8 bytes,
+-- so these procedures keep SQL Server's and do not run there (the store refuses Babelfish for
+-- production anyway: it ignores the locking hints the fence needs).
 -- Batches are separated by lines holding only GO; the migration runner sends them in order
 -- inside the migration transaction (store/src/mssql/driver.rs).
 

@@ -103,7 +103,12 @@ async fn postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
 async fn mssql() {
-    chaos("mssql", TestDb::mssql().await, false, Variant::Standby).await;
+    let db = TestDb::mssql().await;
+    // The standby must drain what the killed leader left within the run's deadline.
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
+    chaos("mssql", db, false, Variant::Standby).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,8 +20,10 @@ their JSON escapes (\\\", \\\\, \\n) kept, and this test sends such text in a JS
 pub const NO_SC_OR_UTF8_COLLATIONS: &str = "Babelfish has no _SC or _UTF8 collation, which \
 the SQL API's procedures need to count characters and hash UTF-8 bytes";
 
-/// Every statement batch is compiled as a new PL/tsql block: the claim takes 60-80 ms there
-/// with nothing due (2.6 s with a 2,000-op backlog), the completion about as long, so a test
-/// whose deadline or amount of work assumes a server answering in milliseconds times out.
-pub const SLOW_BATCHES: &str = "Babelfish compiles each statement batch afresh (the claim takes \
-60-80 ms there), and this test's deadlines assume a server answering in milliseconds";
+/// Every statement batch is compiled as a new PL/tsql block and every login is slow: the
+/// claim takes 60-80 ms there with nothing due (2.6 s with a 2,000-op backlog), the completion
+/// about as long, and one `outboxctl` call 0.8-0.95 s, so a test whose deadlines, lease TTLs
+/// or amount of work assume a server answering in milliseconds times out.
+pub const SLOW_BATCHES: &str = "Babelfish compiles each statement batch afresh and logs in \
+slowly (a claim takes 60-80 ms, an outboxctl call 0.8-0.95 s), and this test's deadlines or \
+lease TTLs assume a server answering in milliseconds";

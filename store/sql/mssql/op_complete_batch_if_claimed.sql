@@ -27,6 +27,8 @@
 -- with offset, read as datetimeoffset(7)), outcome, http_status (int or null), excerpt (string
 -- or null), trace (the attempt's span traceparent, string or null: kept on the attempt and the
 -- op, where a retry's span links to it)}).
+-- On Babelfish for PostgreSQL, OPENJSON returns the error and excerpt texts with their JSON
+-- escapes of ", \ and control characters kept; no JSON form avoids it, SQL Server's is kept.
 -- Returns the row ids that applied: id (bigint), one row each.
 SET NOCOUNT ON;
 SET XACT_ABORT ON;

@@ -12,8 +12,10 @@
 -- JSON array (OPENJSON; j.[key] is the element's index), and their bytes as one binary value:
 -- each op's 32-byte request hash at `at`, then its body of `body_bytes` bytes, cut out with
 -- SUBSTRING. (Not hex in the JSON: Babelfish for PostgreSQL ignores CONVERT's hex style and
--- would store the hex digits themselves.) Keys are compared and
--- grouped in the columns' binary collation, as PostgreSQL compares text. The keys are read
+-- would store the hex digits themselves.) Its OPENJSON also returns text values with their
+-- JSON escapes of ", \ and control characters kept: no JSON form avoids that, so headers with
+-- quotes (every non-empty list) are not stored right there; SQL Server's form is kept. Keys
+-- are compared and grouped in the columns' binary collation, as PostgreSQL compares text. The keys are read
 -- WITH (UPDLOCK, HOLDLOCK), as in op_insert_if_lease_held.sql, so two inserts of one key
 -- serialise.
 -- Parameters: @P1 resource, @P2 owner id, @P3 token, @P4 JSON array of objects {op_id,
