@@ -235,6 +235,10 @@ async fn g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again(db: TestDb)
 /// middle of an attempt; the standby takes over and delivers everything; the old leader is
 /// resumed and its completion is discarded. Every op ends delivered, exactly once in the table.
 async fn g9_a_paused_leader_is_replaced_and_its_completion_is_discarded(db: TestDb) {
+    // Its attempt history is exact only if the standby keeps the lease it took over.
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script(
