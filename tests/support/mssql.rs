@@ -51,8 +51,8 @@ pub(crate) async fn server(admin_url: &str) -> ServerProduct {
             c.close().await.ok();
             let said = if product.babelfish {
                 format!(
-                    "SQL Server tests run on Babelfish for PostgreSQL ({}): it ignores locking \
-                     hints, so the tests that prove a lock are skipped there, each saying why; \
+                    "SQL Server tests run on Babelfish for PostgreSQL ({}): the tests that need \
+                     what it lacks (locking hints first) are skipped there, each saying why; \
                      the store is opened with AllowBabelfishForTests=true",
                     product.version
                 )
