@@ -157,16 +157,12 @@ impl Target {
                         .with_context(|| format!("create the database {name}"))?;
                 }
                 c.close().await.ok();
-                let mut url = url::Url::parse(&mssql_with_database(admin_url, &name)?)?;
+                let mut url = mssql_with_database(admin_url, &name)?;
                 if *babelfish {
                     // The store refuses Babelfish otherwise: a benchmark is a test.
-                    url.query_pairs_mut()
-                        .append_pair("AllowBabelfishForTests", "true");
+                    url = outbox_tests::babelfish::allowed_for_tests(&url);
                 }
-                Db {
-                    url: url.into(),
-                    _dir: None,
-                }
+                Db { url, _dir: None }
             }
         };
         store(&db, 2).await?.migrate().await?;

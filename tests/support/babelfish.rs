@@ -1,6 +1,17 @@
 //! What Babelfish for PostgreSQL 4.3 lacks that some SQL Server tests need, each seen on a
 //! real server (issue 25). A test that needs one calls `TestDb::skip_on_babelfish` with it and
 //! returns there; on SQL Server it runs in full. Each text says what Babelfish does instead.
+//! Also the URL setting with which tests and benchmarks open a store there.
+
+/// `url` with `AllowBabelfishForTests=true` added, without which the store refuses Babelfish:
+/// for the test harness and the benchmark only.
+pub fn allowed_for_tests(url: &str) -> String {
+    let mut parsed = url::Url::parse(url).expect("a URL the harness or the benchmark built");
+    parsed
+        .query_pairs_mut()
+        .append_pair("AllowBabelfishForTests", "true");
+    parsed.into()
+}
 
 /// Table hints take no lock: UPDLOCK, HOLDLOCK and READPAST are accepted and ignored
 /// (`escape_hatch_table_hints = ignore`), so a test that proves a lock (a waiting takeover, one

@@ -69,14 +69,11 @@ pub(crate) async fn server(admin_url: &str) -> ServerProduct {
 
 /// `url` as the tests' stores open it: on Babelfish, with the setting that allows it for tests.
 pub(crate) fn for_tests(url: &str, server: &ServerProduct) -> String {
-    if !server.babelfish {
-        return url.to_owned();
+    if server.babelfish {
+        crate::babelfish::allowed_for_tests(url)
+    } else {
+        url.to_owned()
     }
-    let mut parsed = Url::parse(url).expect("checked by with_database");
-    parsed
-        .query_pairs_mut()
-        .append_pair("AllowBabelfishForTests", "true");
-    parsed.into()
 }
 
 /// Creates database `name` on the server of `admin_url` (a URL of `master`). On SQL Server

@@ -75,14 +75,14 @@ impl<'a> Stmt<'a> {
 /// The statement as sent: every NULL the driver would send untyped is sent as a typed value of
 /// the same declared type, and set to NULL by the statement's first line.
 ///
-/// tiberius 0.13 declares a NULL text, binary or time parameter with its type (`nvarchar(4000)`,
+/// tiberius 0.13 declares a NULL text or binary parameter with its type (`nvarchar(4000)`,
 /// `varbinary(max)`) but sends its value as TDS NULLTYPE (0x1F). SQL Server accepts that;
 /// Babelfish for PostgreSQL refuses it ("Data type 0x1F is unknown", Msg 8009), and so may
 /// other strict TDS servers. An `@Pn` of `sp_executesql` is a variable of the batch, so
 /// `SET @Pn = NULL;` before the statement gives it the very value and type the statement
 /// expected. The prefix holds only parameter numbers, never a value: the SQL stays
 /// parameterised. Integers, `bit` and `uniqueidentifier` NULLs are typed already and are
-/// left as they are.
+/// left as they are; times are bound as text (no statement binds a time value).
 pub(crate) fn typed_nulls<'a>(
     sql: &'static str,
     mut params: Vec<ColumnData<'a>>,
@@ -94,15 +94,6 @@ pub(crate) fn typed_nulls<'a>(
             ColumnData::String(None) => ColumnData::String(Some("".into())),
             // Declared varbinary(8000) instead of varbinary(max): it only ever holds NULL.
             ColumnData::Binary(None) => ColumnData::Binary(Some((&[][..]).into())),
-            ColumnData::DateTimeOffset(None) => {
-                ColumnData::DateTimeOffset(Some(tiberius::time::DateTimeOffset::new(
-                    tiberius::time::DateTime2::new(
-                        tiberius::time::Date::new(0),
-                        tiberius::time::Time::new(0, 7),
-                    ),
-                    0,
-                )))
-            }
             _ => continue,
         };
         *p = typed;
@@ -266,22 +257,20 @@ pub(crate) mod tests {
 
     #[test]
     fn untyped_nulls_are_sent_typed_and_set_to_null_by_the_statement() {
-        let mut s = Stmt::new("SELECT @P1, @P2, @P3, @P4, @P5")
+        let s = Stmt::new("SELECT @P1, @P2, @P3, @P4")
             .bind(Option::<&str>::None)
             .bind(Option::<i64>::None)
             .bind(Some("x"))
             .bind(Option::<&[u8]>::None);
-        s.params.push(ColumnData::DateTimeOffset(None));
         let (sql, params) = typed_nulls(s.sql, s.params);
         assert_eq!(
             sql,
-            "SET @P1 = NULL;\nSET @P4 = NULL;\nSET @P5 = NULL;\nSELECT @P1, @P2, @P3, @P4, @P5"
+            "SET @P1 = NULL;\nSET @P4 = NULL;\nSELECT @P1, @P2, @P3, @P4"
         );
         assert!(matches!(&params[0], ColumnData::String(Some(v)) if v.is_empty()));
         assert!(matches!(params[1], ColumnData::I64(None)));
         assert!(matches!(&params[2], ColumnData::String(Some(v)) if v == "x"));
         assert!(matches!(&params[3], ColumnData::Binary(Some(v)) if v.is_empty()));
-        assert!(matches!(params[4], ColumnData::DateTimeOffset(Some(_))));
         // Nothing to type: the statement is sent as written.
         let plain = Stmt::new("SELECT @P1").bind(1_i32);
         let (sql, _) = typed_nulls(plain.sql, plain.params);

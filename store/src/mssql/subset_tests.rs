@@ -152,53 +152,8 @@ fn no_form_that_babelfish_refuses() {
                 }
             }
             for stmt in upper.split(';') {
-                // OUTPUT lists: Babelfish runs a column, arithmetic or a function of one column
-                // there, but no CAST, CASE or COALESCE ("missing FROM-clause entry").
-                if let Some(at) = stmt.find(" OUTPUT ") {
-                    let list = &stmt[at + 8..];
-                    let end = [" INTO ", " FROM ", " WHERE ", " VALUES ", " SELECT "]
-                        .iter()
-                        .filter_map(|w| list.find(w))
-                        .min()
-                        .unwrap_or(list.len());
-                    for word in ["CAST(", "CASE ", "COALESCE(", "IIF(", "ISNULL(", "CONVERT("] {
-                        if list[..end].contains(word) {
-                            found.insert(format!(
-                                "{}: {word}… in an OUTPUT list (OUTPUT INTO a table variable, \
-                                 then SELECT the expression)",
-                                path.display()
-                            ));
-                        }
-                    }
-                    // Sent to the client, an INSERT's OUTPUT cannot stand beside an ORDER BY
-                    // ("syntax error at or near ORDER"): OUTPUT … INTO a table variable.
-                    if stmt.contains("INSERT ")
-                        && stmt.contains(" ORDER BY ")
-                        && !list[..end].is_empty()
-                        && !stmt[at..].contains(" INTO ")
-                    {
-                        found.insert(format!(
-                            "{}: INSERT … OUTPUT … SELECT … ORDER BY (OUTPUT … INTO a table \
-                             variable)",
-                            path.display()
-                        ));
-                    }
-                    // An UPDATE's deleted.* is NULL there: read the old value first.
-                    if stmt.contains("UPDATE ") && list[..end].contains("DELETED.") {
-                        found.insert(format!(
-                            "{}: deleted.… in an UPDATE's OUTPUT (read it with UPDLOCK first)",
-                            path.display()
-                        ));
-                    }
-                    // An UPDATE with OUTPUT joins in its FROM list, never with JOIN … ON:
-                    // Babelfish loses the joined alias there.
-                    if stmt.contains("UPDATE ") && stmt[at..].contains(" JOIN ") {
-                        found.insert(format!(
-                            "{}: UPDATE … OUTPUT … FROM … JOIN (join in the FROM list, the \
-                             condition in WHERE)",
-                            path.display()
-                        ));
-                    }
+                for problem in output_problems(stmt) {
+                    found.insert(format!("{}: {problem}", path.display()));
                 }
             }
             // An updatable CTE: WITH c AS (…) UPDATE c / DELETE FROM c.
@@ -216,6 +171,51 @@ fn no_form_that_babelfish_refuses() {
         }
     }
     assert!(found.is_empty(), "{found:#?}");
+}
+
+/// What Babelfish refuses in one statement's (upper-cased) OUTPUT clause, if it has one.
+fn output_problems(stmt: &str) -> Vec<String> {
+    let Some(at) = stmt.find(" OUTPUT ") else {
+        return Vec::new();
+    };
+    let after = &stmt[at..];
+    let list = &after[8..];
+    let list = &list[..[" INTO ", " FROM ", " WHERE ", " VALUES ", " SELECT "]
+        .iter()
+        .filter_map(|w| list.find(w))
+        .min()
+        .unwrap_or(list.len())];
+    let mut problems = Vec::new();
+    // A column, arithmetic or a function of one column runs there, but no CAST, CASE or
+    // COALESCE ("missing FROM-clause entry").
+    for word in ["CAST(", "CASE ", "COALESCE(", "IIF(", "ISNULL(", "CONVERT("] {
+        if list.contains(word) {
+            problems.push(format!(
+                "{word}… in an OUTPUT list (OUTPUT INTO a table variable, then SELECT the \
+                 expression)"
+            ));
+        }
+    }
+    let update = stmt.contains("UPDATE ");
+    // Sent to the client, an INSERT's OUTPUT cannot stand beside an ORDER BY ("syntax error at
+    // or near ORDER").
+    if stmt.contains("INSERT ") && stmt.contains(" ORDER BY ") && !after.contains(" INTO ") {
+        problems.push(
+            "INSERT … OUTPUT … SELECT … ORDER BY (OUTPUT … INTO a table variable)".to_owned(),
+        );
+    }
+    // An UPDATE's deleted.* is NULL there.
+    if update && list.contains("DELETED.") {
+        problems.push("deleted.… in an UPDATE's OUTPUT (read it with UPDLOCK first)".to_owned());
+    }
+    // Babelfish loses the alias an UPDATE with OUTPUT joins with JOIN … ON.
+    if update && after.contains(" JOIN ") {
+        problems.push(
+            "UPDATE … OUTPUT … FROM … JOIN (join in the FROM list, the condition in WHERE)"
+                .to_owned(),
+        );
+    }
+    problems
 }
 
 /// Whether `s` has a comma outside parentheses.
