@@ -667,15 +667,26 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
     ];
     let outbox = db.outbox().await;
     let store = outbox.store().clone();
+    // Both dispatchers must have joined (they register only once they adopted the count):
+    // one may lead both partitions while the other is still starting, and a dispatcher that
+    // starts after the change refuses the old count, as the end of this test shows.
     wait_until(
         Duration::from_secs(30),
-        "both partitions of 2 are led",
+        "both partitions of 2 are led and both dispatchers have joined",
         || async {
-            held_partitions(&store).await
-                == [
-                    ("dispatcher/0".to_owned(), Some(2)),
-                    ("dispatcher/1".to_owned(), Some(2)),
-                ]
+            let live = store
+                .instance_list()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| r.live && r.partitions == 2)
+                .count();
+            live == 2
+                && held_partitions(&store).await
+                    == [
+                        ("dispatcher/0".to_owned(), Some(2)),
+                        ("dispatcher/1".to_owned(), Some(2)),
+                    ]
         },
     )
     .await;
