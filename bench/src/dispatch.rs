@@ -14,6 +14,7 @@ use outbox_producer::{Operation, Outbox};
 use outbox_store::request::DEFAULT_MAX_BODY_BYTES;
 use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceName, Store};
 
+use crate::cost::{Cost, Meter, measured};
 use crate::enqueue::{Layout, insert_plain_batch};
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, dispatcher_store, store};
@@ -45,6 +46,11 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
     /// An error when the process has exited already.
     pub(crate) fn ensure_running(&mut self, what: &str) -> anyhow::Result<()> {
         match self.0.try_wait()? {
@@ -104,20 +110,56 @@ pub(crate) async fn destination_process(args: &[&str]) -> anyhow::Result<(Proces
     Ok((process, format!("http://127.0.0.1:{port}")))
 }
 
+/// How the dispatcher of a `dispatch` run is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// The documented defaults: `claim_batch`, `max_in_flight` and the destination's
+    /// `max_in_flight` as `config.default.toml` has them.
+    Defaults,
+    /// 256 in flight to the destination, claims of CLAIM_BATCH.
+    Wide,
+}
+
+impl Setting {
+    fn keys(self) -> String {
+        match self {
+            Setting::Defaults => String::new(),
+            Setting::Wide => format!("claim_batch = {CLAIM_BATCH}\nmax_in_flight = 256\n"),
+        }
+    }
+
+    fn destination_keys(self) -> &'static str {
+        match self {
+            Setting::Defaults => "",
+            Setting::Wide => "max_in_flight = 256\n",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Setting::Defaults => "defaults",
+            Setting::Wide => "256 in flight",
+        }
+    }
+}
+
 /// Starts the dispatcher binary on `db`, delivering `statements` ops to `base_url`.
 fn dispatcher(
     db: &Db,
     base_url: &str,
     poll: &str,
+    setting: Setting,
     config_dir: &tempfile::TempDir,
 ) -> anyhow::Result<Process> {
     let path = config_dir.path().join("dispatcher.toml");
     std::fs::write(
         &path,
         format!(
-            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = {poll:?}\nclaim_batch = {CLAIM_BATCH}\n\
-             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\nmax_in_flight = 256\n",
-            db.url
+            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = {poll:?}\n{}\
+             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\n{}",
+            db.url,
+            setting.keys(),
+            setting.destination_keys(),
         ),
     )?;
     spawn_dispatcher(&path)
@@ -161,6 +203,18 @@ pub(crate) async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
             let row = row.context("the count returned no row")?;
             row.try_get::<i64, _>("n")?.context("the count is NULL")?
         }
+    })
+}
+
+/// Whether no op is pending or in flight any more; cheap (the partial indexes answer it on
+/// PostgreSQL), so that polling it costs the database little beside the work measured.
+pub(crate) async fn settled(pool: &Plain) -> anyhow::Result<bool> {
+    const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM outbox_ops WHERE state = 'pending') \
+                        OR EXISTS (SELECT 1 FROM outbox_ops WHERE state = 'in_flight')";
+    Ok(match pool {
+        Plain::Postgres(p) => !sqlx::query_scalar::<_, bool>(BUSY).fetch_one(p).await?,
+        Plain::Sqlite(p) => !sqlx::query_scalar::<_, bool>(BUSY).fetch_one(p).await?,
+        Plain::Mssql(_) => count(pool, "pending").await? + count(pool, "in_flight").await? == 0,
     })
 }
 
@@ -295,23 +349,31 @@ async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// `dispatch`: drain a backlog of `backlog` ops with the real dispatcher.
+/// `dispatch`: drain a backlog of `backlog` ops with the real dispatcher, with the defaults
+/// and with 256 in flight, each run metered (CPU per process, WAL, the machine limit).
 pub(crate) async fn dispatch(
     target: &Target,
     runs: usize,
     backlog: usize,
 ) -> anyhow::Result<Vec<Row>> {
-    let (mut ours, mut sql, mut http, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let settings = [Setting::Defaults, Setting::Wide];
+    let mut ours: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+    let mut costs: Vec<Vec<Cost>> = vec![Vec::new(); settings.len()];
+    let mut rss: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+    let (mut sql, mut sql_costs, mut http) = (Vec::new(), Vec::new(), Vec::new());
     let mssql = matches!(target, Target::Mssql { .. });
     let mut queue = Vec::new();
     for _ in 0..runs {
-        let (_server, base_url) = destination().await?;
+        let (server, base_url) = destination().await?;
         http.push(http_rate(&base_url, backlog.min(50_000)).await?);
 
         let db = target.fresh().await?;
         fill(&db, backlog).await?;
+        let pool = Plain::connect(&db, 1).await?;
         let s = dispatcher_store(&db, 4).await?;
+        let meter = Meter::start(measured(&pool, &[]).await, &pool).await;
         sql.push(sql_loop(&s, backlog).await?);
+        sql_costs.push(meter.stop(backlog, &pool).await);
         s.close().await;
 
         if mssql {
@@ -320,54 +382,82 @@ pub(crate) async fn dispatch(
             queue.push(plain_queue_loop(&Plain::connect(&db, 1).await?, backlog).await?);
         }
 
-        let db = target.fresh().await?;
-        fill(&db, backlog).await?;
-        let pool = Plain::connect(&db, 1).await?;
-        let dir = tempfile::tempdir()?;
-        let started = Instant::now();
-        let process = dispatcher(&db, &base_url, "100ms", &dir)?;
-        while count(&pool, "delivered").await? < backlog as i64 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        for (i, setting) in settings.iter().enumerate() {
+            let db = target.fresh().await?;
+            fill(&db, backlog).await?;
+            let pool = Plain::connect(&db, 1).await?;
+            let dir = tempfile::tempdir()?;
+            let started = Instant::now();
+            let mut process = dispatcher(&db, &base_url, "100ms", *setting, &dir)?;
+            let who = [("dispatcher", process.pid()), ("destination", server.pid())];
+            let meter = Meter::start(measured(&pool, &who).await, &pool).await;
+            while !settled(&pool).await? {
+                process.ensure_running("the dispatcher")?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let elapsed = started.elapsed();
+            costs[i].push(meter.stop(backlog, &pool).await);
+            let delivered = count(&pool, "delivered").await?;
+            anyhow::ensure!(
+                delivered == backlog as i64,
+                "{delivered} of {backlog} ops were delivered"
+            );
+            ours[i].push(backlog as f64 / elapsed.as_secs_f64());
+            rss[i].push(process.peak_rss_mib());
         }
-        ours.push(backlog as f64 / started.elapsed().as_secs_f64());
-        rss.push(process.peak_rss_mib());
     }
-    let mut row = Row {
+    let mut rows = Vec::new();
+    for (i, setting) in settings.iter().enumerate() {
+        let mut extra = vec![("peak_rss_mib".into(), median(&rss[i]))];
+        extra.extend(Cost::median_extra(&costs[i]));
+        let row = Row {
+            scenario: "dispatch".into(),
+            backend: target.label().into(),
+            producers: None,
+            setting: format!("backlog {backlog}, {}", setting.name()),
+            ops_per_s: median(&ours[i]),
+            spread: spread(&ours[i]),
+            baseline_ops_per_s: median(&sql),
+            baseline: "claim+complete SQL loop, no HTTP".into(),
+            ratio: median(&ours[i]) / median(&sql),
+            extra,
+        };
+        let http_row = Row {
+            setting: format!(
+                "backlog {backlog}, {}; baseline: {} requests",
+                setting.name(),
+                backlog.min(50_000)
+            ),
+            baseline_ops_per_s: median(&http),
+            baseline: "destination's own rate, same client".into(),
+            ratio: median(&ours[i]) / median(&http),
+            extra: vec![("destination_rps".into(), median(&http))],
+            ..row.clone()
+        };
+        // SQL Server also against a bare READPAST queue: what the outbox's checks cost there.
+        let queue_row = mssql.then(|| Row {
+            baseline_ops_per_s: median(&queue),
+            baseline: "plain T-SQL claim+complete loop (READPAST queue), no HTTP".into(),
+            ratio: median(&ours[i]) / median(&queue),
+            extra: Vec::new(),
+            ..row.clone()
+        });
+        rows.extend([Some(row), Some(http_row), queue_row].into_iter().flatten());
+    }
+    // What the SQL loop itself costs the database per op: the floor of the outbox's SQL.
+    rows.push(Row {
         scenario: "dispatch".into(),
         backend: target.label().into(),
         producers: None,
-        setting: format!("backlog {backlog}"),
-        ops_per_s: median(&ours),
-        spread: spread(&ours),
+        setting: format!("backlog {backlog}, the claim+complete SQL loop alone"),
+        ops_per_s: median(&sql),
+        spread: spread(&sql),
         baseline_ops_per_s: median(&sql),
-        baseline: "claim+complete SQL loop, no HTTP".into(),
-        ratio: median(&ours) / median(&sql),
-        extra: vec![("peak_rss_mib".into(), median(&rss))],
-    };
-    let http_row = Row {
-        setting: format!(
-            "backlog {backlog}; baseline: {} requests",
-            backlog.min(50_000)
-        ),
-        baseline_ops_per_s: median(&http),
-        baseline: "destination's own rate, same client".into(),
-        ratio: median(&ours) / median(&http),
-        extra: Vec::new(),
-        ..row.clone()
-    };
-    // SQL Server also against a bare READPAST queue: what the outbox's checks cost there.
-    let queue_row = mssql.then(|| Row {
-        baseline_ops_per_s: median(&queue),
-        baseline: "plain T-SQL claim+complete loop (READPAST queue), no HTTP".into(),
-        ratio: median(&ours) / median(&queue),
-        extra: Vec::new(),
-        ..row.clone()
+        baseline: "itself".into(),
+        ratio: 1.0,
+        extra: Cost::median_extra(&sql_costs),
     });
-    row.extra.push(("destination_rps".into(), median(&http)));
-    Ok([Some(row), Some(http_row), queue_row]
-        .into_iter()
-        .flatten()
-        .collect())
+    Ok(rows)
 }
 
 /// `latency`: ops enqueued at a fixed rate while the dispatcher runs; commit-to-receipt times.
@@ -400,7 +490,13 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
         };
         let db = target.fresh().await?;
         let dir = tempfile::tempdir()?;
-        let _process = dispatcher(&db, &format!("http://127.0.0.1:{port}"), poll, &dir)?;
+        let _process = dispatcher(
+            &db,
+            &format!("http://127.0.0.1:{port}"),
+            poll,
+            Setting::Defaults,
+            &dir,
+        )?;
         let outbox = Outbox::from_store(store(&db, 8).await?);
         // Let the dispatcher take its lease and start listening.
         tokio::time::sleep(Duration::from_secs(1)).await;

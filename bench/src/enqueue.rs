@@ -8,6 +8,7 @@ use outbox_producer::{Lease, Operation, Outbox};
 use outbox_store::op::partition_slot;
 use outbox_store::{OrderKey, ResourceName};
 
+use crate::cost::{Cost, metered};
 use crate::report::{Row, median, spread};
 use crate::target::{Db, Plain, Target, store};
 
@@ -165,14 +166,20 @@ pub(crate) async fn enqueue(target: &Target, runs: usize, quick: bool) -> anyhow
             (24_000 / producers as usize).max(1_500)
         };
         let (mut ours, mut base) = (Vec::new(), Vec::new());
+        let (mut costs, mut base_costs) = (Vec::new(), Vec::new());
         for _ in 0..runs {
             // Fresh databases, alternating order, so neither side inherits the other's bloat.
+            let ops = producers as usize * per_producer;
             let db = target.fresh().await?;
-            base.push(plain(&db, producers, per_producer).await?);
+            let (rate, cost) = metered(&db, ops, plain(&db, producers, per_producer)).await?;
+            base.push(rate);
+            base_costs.push(cost);
             let db = target.fresh().await?;
-            ours.push(fenced(&db, producers, per_producer).await?);
+            let (rate, cost) = metered(&db, ops, fenced(&db, producers, per_producer)).await?;
+            ours.push(rate);
+            costs.push(cost);
         }
-        rows.push(row(
+        let mut r = row(
             "enqueue",
             target,
             Some(producers),
@@ -180,7 +187,9 @@ pub(crate) async fn enqueue(target: &Target, runs: usize, quick: bool) -> anyhow
             &ours,
             &base,
             "plain INSERT",
-        ));
+        );
+        r.extra = with_baseline(&costs, &base_costs);
+        rows.push(r);
     }
     Ok(rows)
 }
@@ -193,21 +202,30 @@ pub(crate) async fn enqueue_batch(
 ) -> anyhow::Result<Vec<Row>> {
     let batches = if quick { 20 } else { 300 };
     let (mut ours, mut base) = (Vec::new(), Vec::new());
+    let (mut costs, mut base_costs) = (Vec::new(), Vec::new());
+    let ops = batches * BATCH;
     for _ in 0..runs {
         let db = target.fresh().await?;
-        base.push(plain_batches(&db, batches).await?);
+        let (rate, cost) = metered(&db, ops, plain_batches(&db, batches)).await?;
+        base.push(rate);
+        base_costs.push(cost);
         let db = target.fresh().await?;
         let outbox = Outbox::from_store(store(&db, 2).await?);
         let leases = leases(&outbox).await?;
-        let started = Instant::now();
-        for b in 0..batches {
-            let ops: Vec<Operation> = (0..BATCH).map(|i| op(&format!("b-{b}-{i}"))).collect();
-            outbox.enqueue_batch(&leases[b % RESOURCES], &ops).await?;
-        }
-        ours.push((batches * BATCH) as f64 / started.elapsed().as_secs_f64());
+        let work = async {
+            let started = Instant::now();
+            for b in 0..batches {
+                let ops: Vec<Operation> = (0..BATCH).map(|i| op(&format!("b-{b}-{i}"))).collect();
+                outbox.enqueue_batch(&leases[b % RESOURCES], &ops).await?;
+            }
+            Ok(ops as f64 / started.elapsed().as_secs_f64())
+        };
+        let (rate, cost) = metered(&db, ops, work).await?;
+        ours.push(rate);
+        costs.push(cost);
         outbox.store().close().await;
     }
-    Ok(vec![row(
+    let mut r = row(
         "enqueue-batch",
         target,
         Some(1),
@@ -215,7 +233,22 @@ pub(crate) async fn enqueue_batch(
         &ours,
         &base,
         "plain 100-row INSERT",
-    )])
+    );
+    r.extra = with_baseline(&costs, &base_costs);
+    Ok(vec![r])
+}
+
+/// The metered figures of `ours` and, prefixed `baseline_`, the baseline's database figures
+/// (its PostgreSQL CPU and WAL per op), medians over the runs.
+fn with_baseline(ours: &[Cost], baseline: &[Cost]) -> Vec<(String, f64)> {
+    let mut extra = Cost::median_extra(ours);
+    extra.extend(
+        Cost::median_extra(baseline)
+            .into_iter()
+            .filter(|(name, _)| name == "cpu_s_per_10k_postgres" || name == "wal_bytes_per_op")
+            .map(|(name, v)| (format!("baseline_{name}"), v)),
+    );
+    extra
 }
 
 /// Plain batches: 100 rows in one INSERT statement each (autocommit).

@@ -4,6 +4,7 @@
 //! the spread and the ratio against a baseline measured in the same run.
 //! Machines are shared and noisy: compare ratios, not absolute figures.
 
+mod cost;
 mod destination;
 mod dispatch;
 mod enqueue;
