@@ -12,6 +12,8 @@
 //! The daemon is the default feature `daemon`. Without it the crate is only its configuration
 //! ([`Config::load`]), which `outboxctl` reads without linking the HTTP client and server.
 
+#[cfg(feature = "daemon")]
+mod attempt;
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod console;
