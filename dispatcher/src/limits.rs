@@ -73,6 +73,11 @@ impl Slots {
         self.taken.load(Ordering::Acquire)
     }
 
+    /// How many may be taken at once now.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit.load(Ordering::Acquire)
+    }
+
     pub(crate) fn set_limit(&self, limit: usize) {
         self.limit.store(limit, Ordering::Release);
     }

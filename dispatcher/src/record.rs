@@ -26,6 +26,8 @@ pub(crate) type Recorder = mpsc::Sender<Pending>;
 const RECORDER_QUEUE: usize = 1024;
 /// The most completions written in one transaction.
 const RECORD_BATCH: usize = 128;
+/// How long a batch waits for the completions of requests still being sent.
+const GATHER: Duration = Duration::from_millis(2);
 
 /// Starts the recorder of a leader's `lease` on `attempts` (so waiting for them waits for it
 /// too); it ends once every sender of the returned handle is dropped.
@@ -64,6 +66,7 @@ async fn record_loop(
 ) {
     let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
     while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        gather(&shared, &mut queue, &mut batch).await;
         let started = SystemTime::now();
         let completions: Vec<Completion> = batch.iter().map(|(c, _, _)| c.clone()).collect();
         let applied = record(&shared, &lease, &trust, &completions).await;
@@ -79,6 +82,22 @@ async fn record_loop(
             let _ = reply.send(applied == Recorded::Applied);
         }
     }
+}
+
+/// Lets the completions of the requests still being sent join `batch`, waiting at most
+/// [`GATHER`]: one statement for many ops instead of one each when attempts end close together
+/// (the database's cost is mostly per statement), and no wait at all when nothing else is
+/// being sent, so that a lone op is recorded at once.
+async fn gather(shared: &Shared, queue: &mut mpsc::Receiver<Pending>, batch: &mut Vec<Pending>) {
+    let want = (batch.len() + shared.sending()).min(RECORD_BATCH);
+    let more = async {
+        while batch.len() < want {
+            if queue.recv_many(batch, want - batch.len()).await == 0 {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(GATHER, more).await;
 }
 
 /// How many completions of a batch became what.

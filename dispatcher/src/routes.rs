@@ -246,6 +246,37 @@ impl Shared {
             .min(self.config.dispatcher.claim_batch as usize)
     }
 
+    /// How many ops one claim for the `open` destinations should take: [`Shared::room`], and
+    /// no more than their free slots together. An op claimed beyond them would only be given
+    /// back, one more statement for nothing.
+    pub(crate) fn room_for(&self, open: &[String]) -> usize {
+        let free: usize = open
+            .iter()
+            .filter_map(|d| self.routes.get(d))
+            .map(|r| r.slots.available())
+            .sum();
+        self.room().min(free)
+    }
+
+    /// How many requests this process is sending now, over all destinations.
+    pub(crate) fn sending(&self) -> usize {
+        self.routes.values().map(|r| r.slots.taken()).sum()
+    }
+
+    /// Whether a claim of `room` ops for `open` is worth its statement now: always while none
+    /// of their slots is taken (an idle dispatcher claims at once, for latency), otherwise only
+    /// once half of their slots (or of `claim_batch`) is free: while attempts are running,
+    /// claims one op at a time would cost the database a statement per op.
+    pub(crate) fn worth_claiming(&self, open: &[String], room: usize) -> bool {
+        let (mut limit, mut taken) = (0, 0);
+        for r in open.iter().filter_map(|d| self.routes.get(d)) {
+            limit += r.slots.limit();
+            taken += r.slots.taken();
+        }
+        let batch = self.config.dispatcher.claim_batch as usize;
+        taken == 0 || room >= (limit.min(batch) / 2).max(1)
+    }
+
     /// The longest timeout among `destinations`: what a claim for them must leave time for.
     pub(crate) fn longest_timeout(&self, destinations: &[String]) -> Duration {
         destinations
