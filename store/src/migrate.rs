@@ -61,6 +61,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0006, "partition_count"),
     migration!("postgres", 0007, "trace_links"),
     migration!("postgres", 0008, "destination_health"),
+    migration!("postgres", 0009, "lean_attempts"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -72,6 +73,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0006, "partition_count"),
     migration!("sqlite", 0007, "trace_links"),
     migration!("sqlite", 0008, "destination_health"),
+    migration!("sqlite", 0009, "lean_attempts"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -83,6 +85,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0006, "partition_count"),
     migration!("mssql", 0007, "trace_links"),
     migration!("mssql", 0008, "destination_health"),
+    migration!("mssql", 0009, "lean_attempts"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -201,7 +204,8 @@ mod tests {
                 "0005_membership",
                 "0006_partition_count",
                 "0007_trace_links",
-                "0008_destination_health"
+                "0008_destination_health",
+                "0009_lean_attempts"
             ]
         );
     }

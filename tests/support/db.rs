@@ -169,6 +169,21 @@ impl TestDb {
         self.kind
     }
 
+    /// The migrations this build applies, in order (the same versions on every backend).
+    pub fn migrations(&self) -> Vec<&'static str> {
+        vec![
+            "0001_init",
+            "0002_admin",
+            "0003_hardening",
+            "0004_sql_api",
+            "0005_membership",
+            "0006_partition_count",
+            "0007_trace_links",
+            "0008_destination_health",
+            "0009_lean_attempts",
+        ]
+    }
+
     /// Whether this is a SQL Server test running on Babelfish for PostgreSQL.
     pub fn babelfish(&self) -> bool {
         self.babelfish

@@ -166,13 +166,13 @@ impl PgStore {
         older_than_ms: i64,
         batch: u32,
     ) -> Result<u64, Error> {
-        let done = sqlx::query(OP_PURGE_FINISHED)
+        let gone = sqlx::query(OP_PURGE_FINISHED)
             .bind(older_than_ms)
             .bind(i64::from(batch))
-            .execute(&self.pool)
+            .fetch_all(&self.pool)
             .await
             .map_err(map_err)?;
-        Ok(done.rows_affected())
+        Ok(gone.len() as u64)
     }
 
     pub(crate) async fn op_unrouted_list(
