@@ -894,7 +894,43 @@ async fn scale_out_through_joins_crashes_pauses_and_leaves_never_overlaps_an_ord
     d.stop();
 }
 
+/// An idle dispatcher notices an op committed by another process at once, not at its next
+/// poll: PostgreSQL by LISTEN/NOTIFY, SQLite by watching `PRAGMA data_version` (issue 26).
+/// With `poll_interval` at an hour, each of three ops enqueued one after the other arrives
+/// within seconds (generous for a loaded machine; the benchmark measures milliseconds).
+async fn an_idle_dispatcher_wakes_for_another_process_commit_long_before_its_poll(db: TestDb) {
+    if db.kind() == outbox_tests::Kind::Mssql {
+        eprintln!("SQL Server has no wake-up: its dispatcher polls every poll_interval");
+        return;
+    }
+    let outbox = db.outbox().await;
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::launch(&db, &receiver, "poll_interval = \"1h\"\n", &[], &[]);
+    wait_until(Duration::from_secs(30), "the dispatcher leads", || async {
+        dispatcher.leading().await == [0]
+    })
+    .await;
+    // Past its first claims: idle, waiting for a wake-up or the hour.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (i, key) in ["wake-1", "wake-2", "wake-3"].into_iter().enumerate() {
+        let sent = Instant::now();
+        enqueue(&outbox, &format!("wake:{i}"), &[key]).await;
+        wait_until(
+            Duration::from_secs(10),
+            "the op arrives before any poll",
+            || async { receiver.received().len() == i + 1 },
+        )
+        .await;
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "{key}: {:?}",
+            sent.elapsed()
+        );
+    }
+}
+
 conformance!(
+    an_idle_dispatcher_wakes_for_another_process_commit_long_before_its_poll,
     g6_a_killed_dispatcher_is_replaced_and_the_op_is_sent_again,
     g9_a_paused_leader_is_replaced_and_its_completion_is_discarded,
     g12_a_dispatcher_of_another_partition_count_refuses_to_serve,

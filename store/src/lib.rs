@@ -471,15 +471,17 @@ impl Store {
 
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:
     /// PostgreSQL LISTENs on the channel the enqueue notifies (reconnecting after errors, and
-    /// waking once after each reconnect in case something was missed). SQLite has no
-    /// notifications and returns `None`, as SQL Server: poll instead.
+    /// waking once after each reconnect in case something was missed). SQLite, which has no
+    /// notifications, watches `PRAGMA data_version` every few milliseconds: any other
+    /// connection's commit wakes it. SQL Server returns `None`: poll instead.
     pub fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         match &self.backend {
             BackendStore::Postgres(b) => Some(b.listen_for_enqueues(wake)),
-            BackendStore::Sqlite(_) | BackendStore::Mssql(_) => None,
+            BackendStore::Sqlite(b) => Some(b.listen_for_enqueues(wake)),
+            BackendStore::Mssql(_) => None,
         }
     }
 
