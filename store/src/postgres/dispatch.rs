@@ -196,18 +196,9 @@ impl PgStore {
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> tokio::task::JoinHandle<()> {
         let pool = self.pool.clone();
-        tokio::spawn(async move {
-            let mut backoff = std::time::Duration::from_millis(100);
-            loop {
-                match listen_once(&pool, &wake).await {
-                    Ok(()) => backoff = std::time::Duration::from_millis(100),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "enqueue notifications interrupted; reconnecting")
-                    }
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
-            }
+        crate::dispatch::keep_watching("enqueue notifications", move || {
+            let (pool, wake) = (pool.clone(), wake.clone());
+            async move { listen_once(&pool, &wake).await }
         })
     }
 }

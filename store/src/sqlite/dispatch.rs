@@ -156,15 +156,9 @@ impl SqliteStore {
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> tokio::task::JoinHandle<()> {
         let options = self.pool.connect_options();
-        tokio::spawn(async move {
-            let mut backoff = std::time::Duration::from_millis(100);
-            loop {
-                if let Err(e) = watch_data_version(&options, &wake).await {
-                    tracing::warn!(error = %e, "watching the database for commits failed; reconnecting");
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
-            }
+        crate::dispatch::keep_watching("watching the database for commits", move || {
+            let (options, wake) = (options.clone(), wake.clone());
+            async move { watch_data_version(&options, &wake).await }
         })
     }
 }
