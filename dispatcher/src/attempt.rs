@@ -20,7 +20,8 @@ use crate::telemetry::AttemptSpan;
 
 /// One attempt: send, decide, record. The destination's slot is freed when the exchange ends
 /// (its `max_in_flight` counts requests to it, and recording involves only the database), or
-/// with a breaker once the outcome is recorded; the global one when this returns. `claim` is the span of the claim that took the op.
+/// with a breaker once the outcome is recorded; the global one when this returns. `claim` is
+/// the span of the claim that took the op.
 pub(crate) async fn run(
     shared: &Shared,
     lease: &Lease,
@@ -60,11 +61,7 @@ pub(crate) async fn run(
     let (_global, slot) = permits;
     // A destination with a breaker learns each outcome before its slot is used again (its
     // count of failures in a row must see them one by one); the others free the slot at once.
-    let breaker = shared
-        .config
-        .destinations
-        .get(&op.destination)
-        .is_some_and(|d| d.breaker.is_some());
+    let breaker = shared.has_breaker(&op.destination);
     let mut slot = Some(slot);
     let sent = route
         .sender()

@@ -258,9 +258,15 @@ impl Shared {
         self.room().min(free)
     }
 
-    /// How many requests this process is sending now, over all destinations.
+    /// How many requests this process is sending now to destinations without a breaker (their
+    /// slots are freed when the exchange ends; a breaker's are held until the outcome is
+    /// recorded, so they would count attempts already waiting for the recorder).
     pub(crate) fn sending(&self) -> usize {
-        self.routes.values().map(|r| r.slots.taken()).sum()
+        self.routes
+            .iter()
+            .filter(|(name, _)| !self.has_breaker(name))
+            .map(|(_, r)| r.slots.taken())
+            .sum()
     }
 
     /// Whether a claim of `room` ops for `open` is worth its statement now: always while none
@@ -295,12 +301,16 @@ impl Shared {
 
     /// Whether `destination` is held by neither its breaker nor a pause, as this process knows.
     pub(crate) fn delivering(&self, destination: &str) -> bool {
-        let breaker_on = self
-            .config
+        self.health
+            .delivering(destination, self.has_breaker(destination))
+    }
+
+    /// Whether `destination` has a circuit breaker configured.
+    pub(crate) fn has_breaker(&self, destination: &str) -> bool {
+        self.config
             .destinations
             .get(destination)
-            .is_some_and(|d| d.breaker.is_some());
-        self.health.delivering(destination, breaker_on)
+            .is_some_and(|d| d.breaker.is_some())
     }
 
     /// Held destinations whose probe may be due, with a free slot and not throttled.
