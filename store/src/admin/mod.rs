@@ -1,15 +1,15 @@
 //! What operators ask of the outbox and the fixes they apply (`outboxctl`): status, list, show,
 //! replay, cancel, purge, rejections and tail. This module holds what they read and what they
-//! report; the rules and flows of replay, cancel and purge live once in [`change`], the row
-//! mappings both sqlx backends share in [`rows`]; each backend reads and writes with its own
-//! `sql/<backend>/admin_*.sql`.
+//! report; the rules and flows of replay, cancel and purge live once in [`change`], the
+//! statements' binding and decoding of both sqlx backends once in [`sqlx_admin`]; each backend
+//! reads and writes with its own `sql/<backend>/admin_*.sql`.
 //!
 //! Replay and cancel lock the ops they change (a dispatcher's claim skips locked rows, its
 //! completion waits), decide from the state read under that lock, change and log in the same
 //! transaction: an op is never in two states, and a dry run rolls back having changed nothing.
 
 pub(crate) mod change;
-pub(crate) mod rows;
+pub(crate) mod sqlx_admin;
 mod store;
 
 pub(crate) use change::{Action, Locked};

@@ -1,9 +1,10 @@
 //! The [`Store`] methods of `outboxctl`: what operators ask and change. The rules are in
-//! [`change`](super::change), the statements in each backend's `admin.rs`.
+//! [`change`](super::change), the statements in `sqlx_admin.rs` (PostgreSQL, SQLite) and `mssql/admin.rs`.
 
 use std::time::Duration;
 
 use crate::admin;
+use crate::admin::sqlx_admin::SqlxAdmin as _;
 use crate::dispatch::Partition;
 use crate::error::Error;
 use crate::op::{OpState, RejectionRow};

@@ -1,262 +1,50 @@
-//! The PostgreSQL side of `outboxctl` (see `admin/`): one function per `sql/postgres/admin_*`
-//! file; the flows of replay, cancel and purge that run them are `admin/change.rs`.
+//! The PostgreSQL side of `outboxctl` (see `admin/`): its `sql/postgres/admin_*` files and how
+//! it binds lists and times, for the admin statements written once in `admin/sqlx_admin.rs`;
+//! the flows of replay, cancel and purge that run them are `admin/change.rs`.
 
-use sqlx::Row;
+use sqlx::postgres::{PgPool, PgRow};
 use time::OffsetDateTime;
-use uuid::Uuid;
 
-use sqlx::postgres::{PgConnection, PgPool};
-
-use super::{Col as _, PgStore, map_err, rejection_row};
-use crate::admin::rows::{attempt_row, locked_op, op_detail, op_summary, push_filter};
-use crate::admin::{AttemptRow, Change, Locked, OpDetail, OpFilter, OpSummary, StateCount, Status};
-use crate::dispatch::parse_headers;
+use super::{PgStore, map_err, rejection_row};
+use crate::admin::sqlx_admin::{AdminDb, AdminSql, SqlxAdmin, admin_sql};
 use crate::error::{Backend, Error};
 use crate::op::RejectionRow;
 
-const ADMIN_STATUS_COUNTS: &str = include_str!("../../sql/postgres/admin_status_counts.sql");
-const ADMIN_STATUS_SUMMARY: &str = include_str!("../../sql/postgres/admin_status_summary.sql");
-const ADMIN_OP_LIST: &str = include_str!("../../sql/postgres/admin_op_list.sql");
-const ADMIN_DESTINATION_LIST: &str = include_str!("../../sql/postgres/admin_destination_list.sql");
-const ADMIN_OP_SHOW: &str = include_str!("../../sql/postgres/admin_op_show.sql");
-const ADMIN_OP_FIND: &str = include_str!("../../sql/postgres/admin_op_find.sql");
-const OP_FIND_BY_KEY: &str = include_str!("../../sql/postgres/op_find_by_key.sql");
-const ADMIN_ATTEMPT_LIST: &str = include_str!("../../sql/postgres/admin_attempt_list.sql");
-const ADMIN_ATTEMPT_TAIL: &str = include_str!("../../sql/postgres/admin_attempt_tail.sql");
-const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../../sql/postgres/admin_attempt_last_id.sql");
-const ADMIN_OP_LOCK: &str = include_str!("../../sql/postgres/admin_op_lock.sql");
-const ADMIN_OP_REPLAY: &str = include_str!("../../sql/postgres/admin_op_replay.sql");
-const ADMIN_OP_CANCEL: &str = include_str!("../../sql/postgres/admin_op_cancel.sql");
-const ADMIN_LOG_INSERT: &str = include_str!("../../sql/postgres/admin_log_insert.sql");
-const ADMIN_PURGE_COUNT: &str = include_str!("../../sql/postgres/admin_purge_count.sql");
-const ADMIN_PURGE: &str = include_str!("../../sql/postgres/admin_purge.sql");
-const ADMIN_REJECTION_LIST: &str = include_str!("../../sql/postgres/admin_rejection_list.sql");
+impl AdminDb for sqlx::Postgres {
+    const BACKEND: Backend = Backend::Postgres;
+    const SQL: AdminSql = admin_sql!("postgres");
+    // The planner walks the primary key by itself.
+    const WALK_IDS: &'static str = "";
 
-impl PgStore {
-    /// Everything `status` reports but the partition leases (the caller adds them).
-    pub(crate) async fn admin_status(&self) -> Result<Status, Error> {
-        let counts = sqlx::query(ADMIN_STATUS_COUNTS)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| {
-                Ok(StateCount {
-                    state: r.try_get("state")?,
-                    destination: r.try_get("destination")?,
-                    ops: r.try_get("ops")?,
-                })
-            })
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(map_err)?;
-        let r = sqlx::query(ADMIN_STATUS_SUMMARY)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?;
-        (|| {
-            Ok::<_, sqlx::Error>(Status {
-                counts,
-                oldest_pending_ms: r.try_get("oldest_pending_ms")?,
-                due_now: r.try_get("due_now")?,
-                dead_last_day: r.try_get("dead_last_day")?,
-                rejections_last_hour: r.try_get("rejections_last_hour")?,
-                partitions: Vec::new(),
-                instances: Vec::new(),
-                partition_count: None,
-            })
-        })()
-        .map_err(map_err)
+    type Ids = Vec<i64>;
+    type Names = Vec<String>;
+    type Time = OffsetDateTime;
+
+    fn ids(seqs: &[i64]) -> Vec<i64> {
+        seqs.to_vec()
     }
 
-    pub(crate) async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
-        let destinations: Vec<String> =
-            if filter.idempotency_key.is_some() && filter.destination.is_none() {
-                sqlx::query_scalar(ADMIN_DESTINATION_LIST)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(map_err)?
-            } else {
-                Vec::new()
-            };
-        let mut qb = sqlx::QueryBuilder::<sqlx::Postgres>::new(ADMIN_OP_LIST);
-        push_filter!(qb, filter, &destinations, |t: OffsetDateTime| t, "");
-        qb.build()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| Ok(op_summary!(r)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(map_err)
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
     }
 
-    pub(crate) async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
-        sqlx::query_scalar(ADMIN_OP_FIND)
-            .bind(op_id.to_string())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)
+    fn time(t: OffsetDateTime) -> OffsetDateTime {
+        t
     }
 
-    pub(crate) async fn admin_op_find_by_key(
-        &self,
-        destination: &str,
-        key: &str,
-    ) -> Result<Option<i64>, Error> {
-        let row = sqlx::query(OP_FIND_BY_KEY)
-            .bind(destination)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
-        row.map(|r| r.col("id")).transpose()
+    fn rejection_row(r: &PgRow) -> Result<RejectionRow, Error> {
+        rejection_row(r)
     }
 
-    pub(crate) async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
-        let Some(r) = sqlx::query(ADMIN_OP_SHOW)
-            .bind(seq)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?
-        else {
-            return Ok(None);
-        };
-        let mut detail = (|| Ok::<_, sqlx::Error>(op_detail!(r)))().map_err(map_err)?;
-        detail.headers = parse_headers(&r.col::<String>("headers")?, Backend::Postgres)?;
-        detail.attempt_history = sqlx::query(ADMIN_ATTEMPT_LIST)
-            .bind(seq)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| Ok(attempt_row!(r)))
-            .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
-            .map_err(map_err)?;
-        Ok(Some(detail))
-    }
-
-    pub(crate) async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
-        sqlx::query_scalar(ADMIN_ATTEMPT_LAST_ID)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)
-    }
-
-    pub(crate) async fn admin_attempts_after(
-        &self,
-        last_id: i64,
-        limit: u32,
-    ) -> Result<Vec<AttemptRow>, Error> {
-        sqlx::query(ADMIN_ATTEMPT_TAIL)
-            .bind(last_id)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?
-            .iter()
-            .map(|r| Ok(attempt_row!(r)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(map_err)
-    }
-
-    pub(crate) async fn admin_rejections(
-        &self,
-        since_ms: i64,
-        resource: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<RejectionRow>, Error> {
-        let rows = sqlx::query(ADMIN_REJECTION_LIST)
-            .bind(since_ms)
-            .bind(resource)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
-        rows.iter().map(rejection_row).collect()
+    fn map_err(e: sqlx::Error) -> Error {
+        map_err(e)
     }
 }
 
-/// `admin_op_lock.sql`.
-pub(super) async fn op_lock(c: &mut PgConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
-    sqlx::query(ADMIN_OP_LOCK)
-        .bind(seqs)
-        .fetch_all(c)
-        .await
-        .map_err(map_err)?
-        .iter()
-        .map(|r| Ok(locked_op!(r)))
-        .collect::<Result<Vec<_>, sqlx::Error>>()
-        .map_err(map_err)
-}
+impl SqlxAdmin for PgStore {
+    type Db = sqlx::Postgres;
 
-/// `admin_op_replay.sql`.
-pub(super) async fn op_replay(c: &mut PgConnection, seqs: &[i64]) -> Result<(), Error> {
-    sqlx::query(ADMIN_OP_REPLAY)
-        .bind(seqs)
-        .execute(c)
-        .await
-        .map_err(map_err)?;
-    Ok(())
-}
-
-/// `admin_op_cancel.sql`.
-pub(super) async fn op_cancel(c: &mut PgConnection, seqs: &[i64], note: &str) -> Result<(), Error> {
-    sqlx::query(ADMIN_OP_CANCEL)
-        .bind(seqs)
-        .bind(note)
-        .execute(c)
-        .await
-        .map_err(map_err)?;
-    Ok(())
-}
-
-/// `admin_log_insert.sql`.
-pub(super) async fn log_insert(
-    c: &mut PgConnection,
-    change: &Change,
-    action: &str,
-    details: &str,
-) -> Result<(), Error> {
-    sqlx::query(ADMIN_LOG_INSERT)
-        .bind(&change.actor)
-        .bind(action)
-        .bind(&change.reason)
-        .bind(details)
-        .execute(c)
-        .await
-        .map_err(map_err)?;
-    Ok(())
-}
-
-/// `admin_purge_count.sql`.
-pub(super) async fn purge_count(
-    pool: &PgPool,
-    states: &[&str],
-    older_than_ms: i64,
-) -> Result<Vec<(String, i64)>, Error> {
-    sqlx::query(ADMIN_PURGE_COUNT)
-        .bind(states)
-        .bind(older_than_ms)
-        .fetch_all(pool)
-        .await
-        .map_err(map_err)?
-        .iter()
-        .map(|r| Ok((r.col("state")?, r.col("ops")?)))
-        .collect()
-}
-
-/// `admin_purge.sql`: one batch.
-pub(super) async fn purge(
-    pool: &PgPool,
-    states: &[&str],
-    older_than_ms: i64,
-    batch: usize,
-) -> Result<Vec<String>, Error> {
-    sqlx::query_scalar(ADMIN_PURGE)
-        .bind(states)
-        .bind(older_than_ms)
-        .bind(batch as i64)
-        .fetch_all(pool)
-        .await
-        .map_err(map_err)
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
 }

@@ -169,15 +169,15 @@ impl Driver for PgStore {
     }
 
     async fn admin_op_lock(c: &mut PgConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
-        admin::op_lock(c, seqs).await
+        <Self as SqlxAdmin>::op_lock(c, seqs).await
     }
 
     async fn admin_op_replay(c: &mut PgConnection, seqs: &[i64]) -> Result<(), Error> {
-        admin::op_replay(c, seqs).await
+        <Self as SqlxAdmin>::op_replay(c, seqs).await
     }
 
     async fn admin_op_cancel(c: &mut PgConnection, seqs: &[i64], note: &str) -> Result<(), Error> {
-        admin::op_cancel(c, seqs, note).await
+        <Self as SqlxAdmin>::op_cancel(c, seqs, note).await
     }
 
     async fn admin_log_insert(
@@ -186,7 +186,7 @@ impl Driver for PgStore {
         action: &str,
         details: &str,
     ) -> Result<(), Error> {
-        admin::log_insert(c, change, action, details).await
+        <Self as SqlxAdmin>::log_insert(c, change, action, details).await
     }
 
     async fn partition_count_lock(c: &mut PgConnection) -> Result<Option<u32>, Error> {
@@ -232,7 +232,7 @@ impl Driver for PgStore {
         states: &[&str],
         older_than_ms: i64,
     ) -> Result<Vec<(String, i64)>, Error> {
-        admin::purge_count(&self.pool, states, older_than_ms).await
+        self.purge_count(states, older_than_ms).await
     }
 
     async fn admin_purge(
@@ -241,6 +241,6 @@ impl Driver for PgStore {
         older_than_ms: i64,
         batch: usize,
     ) -> Result<Vec<String>, Error> {
-        admin::purge(&self.pool, states, older_than_ms, batch).await
+        self.purge(states, older_than_ms, batch).await
     }
 }

@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::StoreOptions;
+use crate::admin::sqlx_admin::SqlxAdmin;
 use crate::admin::{Change, Locked};
 use crate::dispatch::{
     Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,

@@ -198,11 +198,11 @@ impl Driver for SqliteStore {
     }
 
     async fn admin_op_lock(c: &mut SqliteConnection, seqs: &[i64]) -> Result<Vec<Locked>, Error> {
-        admin::op_lock(c, seqs).await
+        <Self as SqlxAdmin>::op_lock(c, seqs).await
     }
 
     async fn admin_op_replay(c: &mut SqliteConnection, seqs: &[i64]) -> Result<(), Error> {
-        admin::op_replay(c, seqs).await
+        <Self as SqlxAdmin>::op_replay(c, seqs).await
     }
 
     async fn admin_op_cancel(
@@ -210,7 +210,7 @@ impl Driver for SqliteStore {
         seqs: &[i64],
         note: &str,
     ) -> Result<(), Error> {
-        admin::op_cancel(c, seqs, note).await
+        <Self as SqlxAdmin>::op_cancel(c, seqs, note).await
     }
 
     async fn admin_log_insert(
@@ -219,7 +219,7 @@ impl Driver for SqliteStore {
         action: &str,
         details: &str,
     ) -> Result<(), Error> {
-        admin::log_insert(c, change, action, details).await
+        <Self as SqlxAdmin>::log_insert(c, change, action, details).await
     }
 
     async fn partition_count_lock(c: &mut SqliteConnection) -> Result<Option<u32>, Error> {
@@ -265,7 +265,7 @@ impl Driver for SqliteStore {
         states: &[&str],
         older_than_ms: i64,
     ) -> Result<Vec<(String, i64)>, Error> {
-        admin::purge_count(&self.pool, states, older_than_ms).await
+        self.purge_count(states, older_than_ms).await
     }
 
     async fn admin_purge(
@@ -274,6 +274,6 @@ impl Driver for SqliteStore {
         older_than_ms: i64,
         batch: usize,
     ) -> Result<Vec<String>, Error> {
-        admin::purge(&self.pool, states, older_than_ms, batch).await
+        self.purge(states, older_than_ms, batch).await
     }
 }

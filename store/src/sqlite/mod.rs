@@ -24,6 +24,7 @@ use time::OffsetDateTime;
 use std::collections::HashMap;
 
 use crate::StoreOptions;
+use crate::admin::sqlx_admin::SqlxAdmin;
 use crate::admin::{Change, Locked};
 use crate::dispatch::{
     Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,

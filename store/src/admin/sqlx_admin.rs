@@ -1,0 +1,507 @@
+//! The admin statements of the two sqlx backends, bound and decoded once over
+//! [`sqlx::Database`]: PostgreSQL and SQLite run the same code with their own
+//! `sql/<backend>/admin_*.sql`. [`SqlxAdmin`] is what a backend's store names to get it (its
+//! pool and its database); [`AdminDb`] is what truly differs between the databases: the
+//! statements, how a list of ids or states and a time are bound, and a rejection row's owner id.
+
+use sqlx::{
+    ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type,
+};
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::admin::{AttemptRow, Change, Locked, OpDetail, OpFilter, OpSummary, StateCount, Status};
+use crate::dispatch::parse_headers;
+use crate::error::{Backend, Error};
+use crate::model::FencingToken;
+use crate::op::RejectionRow;
+
+/// One backend's admin statements, one per `sql/<backend>/admin_*.sql` file.
+pub(crate) struct AdminSql {
+    pub status_counts: &'static str,
+    pub status_summary: &'static str,
+    pub op_list: &'static str,
+    pub destination_list: &'static str,
+    pub op_show: &'static str,
+    pub op_find: &'static str,
+    pub op_find_by_key: &'static str,
+    pub attempt_list: &'static str,
+    pub attempt_tail: &'static str,
+    pub attempt_last_id: &'static str,
+    pub op_lock: &'static str,
+    pub op_replay: &'static str,
+    pub op_cancel: &'static str,
+    pub log_insert: &'static str,
+    pub purge_count: &'static str,
+    pub purge: &'static str,
+    pub rejection_list: &'static str,
+}
+
+/// The [`AdminSql`] of the backend folder `$dir` under `store/sql/` (called from a file two
+/// folders below `store/`, as every backend's `admin.rs` is).
+macro_rules! admin_sql {
+    ($dir:literal) => {
+        $crate::admin::sqlx_admin::AdminSql {
+            status_counts: include_str!(concat!("../../sql/", $dir, "/admin_status_counts.sql")),
+            status_summary: include_str!(concat!("../../sql/", $dir, "/admin_status_summary.sql")),
+            op_list: include_str!(concat!("../../sql/", $dir, "/admin_op_list.sql")),
+            destination_list: include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/admin_destination_list.sql"
+            )),
+            op_show: include_str!(concat!("../../sql/", $dir, "/admin_op_show.sql")),
+            op_find: include_str!(concat!("../../sql/", $dir, "/admin_op_find.sql")),
+            op_find_by_key: include_str!(concat!("../../sql/", $dir, "/op_find_by_key.sql")),
+            attempt_list: include_str!(concat!("../../sql/", $dir, "/admin_attempt_list.sql")),
+            attempt_tail: include_str!(concat!("../../sql/", $dir, "/admin_attempt_tail.sql")),
+            attempt_last_id: include_str!(concat!(
+                "../../sql/",
+                $dir,
+                "/admin_attempt_last_id.sql"
+            )),
+            op_lock: include_str!(concat!("../../sql/", $dir, "/admin_op_lock.sql")),
+            op_replay: include_str!(concat!("../../sql/", $dir, "/admin_op_replay.sql")),
+            op_cancel: include_str!(concat!("../../sql/", $dir, "/admin_op_cancel.sql")),
+            log_insert: include_str!(concat!("../../sql/", $dir, "/admin_log_insert.sql")),
+            purge_count: include_str!(concat!("../../sql/", $dir, "/admin_purge_count.sql")),
+            purge: include_str!(concat!("../../sql/", $dir, "/admin_purge.sql")),
+            rejection_list: include_str!(concat!("../../sql/", $dir, "/admin_rejection_list.sql")),
+        }
+    };
+}
+pub(crate) use admin_sql;
+
+/// What differs between the sqlx databases in their admin statements.
+pub(crate) trait AdminDb: Database {
+    /// Which backend this is, for errors.
+    const BACKEND: Backend;
+    /// The statements.
+    const SQL: AdminSql;
+    /// What keeps a destination filter of `list` from choosing the (destination, key) index,
+    /// which would sort all of that destination's ops; walking ids newest first stops at the
+    /// page's end instead (SQLite: `+`; PostgreSQL's planner walks the primary key by itself).
+    const WALK_IDS: &'static str;
+
+    /// A list of op row ids as a statement takes it.
+    type Ids: for<'t> Encode<'t, Self> + Type<Self> + Send;
+    /// A list of state names as a statement takes it.
+    type Names: for<'t> Encode<'t, Self> + Type<Self> + Send;
+    /// A time as a statement compares it with stored ones.
+    type Time: for<'t> Encode<'t, Self> + Type<Self> + Send;
+
+    /// `seqs` as bound.
+    fn ids(seqs: &[i64]) -> Self::Ids;
+    /// `names` as bound.
+    fn names(names: &[&str]) -> Self::Names;
+    /// `t` as bound.
+    fn time(t: OffsetDateTime) -> Self::Time;
+    /// A row of `admin_rejection_list.sql` (the owner id's type differs).
+    fn rejection_row(r: &Self::Row) -> Result<RejectionRow, Error>;
+    /// A driver error as the store's.
+    fn map_err(e: sqlx::Error) -> Error;
+}
+
+/// A sqlx row of the database `DB`.
+type RowOf<DB> = <DB as Database>::Row;
+
+/// The admin statements of a store on a sqlx pool, written once. The `where` clause says what
+/// the code needs of the database: every sqlx database this project uses has it.
+pub(crate) trait SqlxAdmin: Sync
+where
+    for<'c> &'c mut <Self::Db as Database>::Connection: Executor<'c, Database = Self::Db>,
+    <Self::Db as Database>::Arguments: IntoArguments<Self::Db>,
+    for<'a> &'a str: ColumnIndex<RowOf<Self::Db>> + Encode<'a, Self::Db> + Type<Self::Db>,
+    for<'a> Option<&'a str>: Encode<'a, Self::Db>,
+    usize: ColumnIndex<RowOf<Self::Db>>,
+    for<'r> i64: Decode<'r, Self::Db> + Encode<'r, Self::Db> + Type<Self::Db>,
+    for<'r> i32: Decode<'r, Self::Db> + Type<Self::Db>,
+    for<'r> String: Decode<'r, Self::Db> + Encode<'r, Self::Db> + Type<Self::Db>,
+    for<'r> OffsetDateTime: Decode<'r, Self::Db> + Type<Self::Db>,
+    for<'r> Vec<u8>: Decode<'r, Self::Db> + Type<Self::Db>,
+{
+    /// The database.
+    type Db: AdminDb;
+
+    /// The store's pool.
+    fn pool(&self) -> &Pool<Self::Db>;
+
+    /// Everything `status` reports but the partition leases (the caller adds them).
+    async fn admin_status(&self) -> Result<Status, Error> {
+        let sql = &Self::Db::SQL;
+        let counts = sqlx::query(sql.status_counts)
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(|r| {
+                Ok(StateCount {
+                    state: r.try_get("state")?,
+                    destination: r.try_get("destination")?,
+                    ops: r.try_get("ops")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)?;
+        let r = sqlx::query(sql.status_summary)
+            .fetch_one(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?;
+        (|| {
+            Ok::<_, sqlx::Error>(Status {
+                counts,
+                oldest_pending_ms: r.try_get("oldest_pending_ms")?,
+                due_now: r.try_get("due_now")?,
+                dead_last_day: r.try_get("dead_last_day")?,
+                rejections_last_hour: r.try_get("rejections_last_hour")?,
+                partitions: Vec::new(),
+                instances: Vec::new(),
+                partition_count: None,
+            })
+        })()
+        .map_err(Self::Db::map_err)
+    }
+
+    /// One page of ops matching `filter`, newest first.
+    async fn admin_op_list(&self, filter: &OpFilter) -> Result<Vec<OpSummary>, Error> {
+        let sql = &Self::Db::SQL;
+        let destinations: Vec<String> =
+            if filter.idempotency_key.is_some() && filter.destination.is_none() {
+                sqlx::query_scalar(sql.destination_list)
+                    .fetch_all(self.pool())
+                    .await
+                    .map_err(Self::Db::map_err)?
+            } else {
+                Vec::new()
+            };
+        let mut qb = sqlx::QueryBuilder::<Self::Db>::new(sql.op_list);
+        Self::push_filter(&mut qb, filter, &destinations);
+        qb.build()
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(Self::op_summary)
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)
+    }
+
+    /// The sequence of the op with this public id.
+    async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
+        sqlx::query_scalar(Self::Db::SQL.op_find)
+            .bind(op_id.hyphenated().to_string())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(Self::Db::map_err)
+    }
+
+    /// The sequence of the op with this idempotency key at this destination.
+    async fn admin_op_find_by_key(
+        &self,
+        destination: &str,
+        key: &str,
+    ) -> Result<Option<i64>, Error> {
+        let row = sqlx::query(Self::Db::SQL.op_find_by_key)
+            .bind(destination)
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?;
+        row.map(|r| r.try_get("id").map_err(Self::Db::map_err))
+            .transpose()
+    }
+
+    /// One op, whole, with its attempts.
+    async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
+        let sql = &Self::Db::SQL;
+        let Some(r) = sqlx::query(sql.op_show)
+            .bind(seq)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+        else {
+            return Ok(None);
+        };
+        let mut detail = Self::op_detail(&r).map_err(Self::Db::map_err)?;
+        let headers: String = r.try_get("headers").map_err(Self::Db::map_err)?;
+        detail.headers = parse_headers(&headers, Self::Db::BACKEND)?;
+        detail.attempt_history = sqlx::query(sql.attempt_list)
+            .bind(seq)
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(Self::attempt_row)
+            .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)?;
+        Ok(Some(detail))
+    }
+
+    /// The newest attempt's id (0 when there is none), where `tail` starts.
+    async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
+        sqlx::query_scalar(Self::Db::SQL.attempt_last_id)
+            .fetch_one(self.pool())
+            .await
+            .map_err(Self::Db::map_err)
+    }
+
+    /// Up to `limit` attempts after `last_id`, oldest first.
+    async fn admin_attempts_after(
+        &self,
+        last_id: i64,
+        limit: u32,
+    ) -> Result<Vec<AttemptRow>, Error> {
+        sqlx::query(Self::Db::SQL.attempt_tail)
+            .bind(last_id)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(Self::attempt_row)
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)
+    }
+
+    /// Rejected enqueues since `since_ms` ago, newest first, of one resource or all.
+    async fn admin_rejections(
+        &self,
+        since_ms: i64,
+        resource: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<RejectionRow>, Error> {
+        let rows = sqlx::query(Self::Db::SQL.rejection_list)
+            .bind(since_ms)
+            .bind(resource)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?;
+        rows.iter().map(Self::Db::rejection_row).collect()
+    }
+
+    /// `admin_op_lock.sql`.
+    async fn op_lock(
+        c: &mut <Self::Db as Database>::Connection,
+        seqs: &[i64],
+    ) -> Result<Vec<Locked>, Error> {
+        sqlx::query(Self::Db::SQL.op_lock)
+            .bind(Self::Db::ids(seqs))
+            .fetch_all(c)
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(|r| {
+                Ok(Locked {
+                    seq: r.try_get("id")?,
+                    op_id: r.try_get("op_id")?,
+                    state: r.try_get("state")?,
+                    token: r.try_get("fence")?,
+                    resource_token: r.try_get("resource_fence")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)
+    }
+
+    /// `admin_op_replay.sql`.
+    async fn op_replay(
+        c: &mut <Self::Db as Database>::Connection,
+        seqs: &[i64],
+    ) -> Result<(), Error> {
+        sqlx::query(Self::Db::SQL.op_replay)
+            .bind(Self::Db::ids(seqs))
+            .execute(c)
+            .await
+            .map_err(Self::Db::map_err)?;
+        Ok(())
+    }
+
+    /// `admin_op_cancel.sql`.
+    async fn op_cancel(
+        c: &mut <Self::Db as Database>::Connection,
+        seqs: &[i64],
+        note: &str,
+    ) -> Result<(), Error> {
+        sqlx::query(Self::Db::SQL.op_cancel)
+            .bind(Self::Db::ids(seqs))
+            .bind(note)
+            .execute(c)
+            .await
+            .map_err(Self::Db::map_err)?;
+        Ok(())
+    }
+
+    /// `admin_log_insert.sql`.
+    async fn log_insert(
+        c: &mut <Self::Db as Database>::Connection,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        sqlx::query(Self::Db::SQL.log_insert)
+            .bind(change.actor.as_str())
+            .bind(action)
+            .bind(change.reason.as_str())
+            .bind(details)
+            .execute(c)
+            .await
+            .map_err(Self::Db::map_err)?;
+        Ok(())
+    }
+
+    /// `admin_purge_count.sql`: (state, ops) of what a purge would delete.
+    async fn purge_count(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+    ) -> Result<Vec<(String, i64)>, Error> {
+        sqlx::query(Self::Db::SQL.purge_count)
+            .bind(Self::Db::names(states))
+            .bind(older_than_ms)
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)?
+            .iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("ops")?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Self::Db::map_err)
+    }
+
+    /// `admin_purge.sql`: one batch deleted, the states of its ops.
+    async fn purge(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        sqlx::query_scalar(Self::Db::SQL.purge)
+            .bind(Self::Db::names(states))
+            .bind(older_than_ms)
+            .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+            .fetch_all(self.pool())
+            .await
+            .map_err(Self::Db::map_err)
+    }
+
+    /// Adds `filter`'s conditions (fixed fragments, bound values), its order and page size to
+    /// a `list` query. `destinations`: every destination in use, for a key looked up without
+    /// one.
+    fn push_filter(qb: &mut QueryBuilder<Self::Db>, f: &OpFilter, destinations: &[String]) {
+        if !f.states.is_empty() {
+            qb.push("\n  AND state IN (");
+            let mut list = qb.separated(", ");
+            for s in &f.states {
+                list.push_bind(s.as_str());
+            }
+            qb.push(")");
+            if f.only_attention_states() {
+                // The index's predicate, word for word (SQLite uses a partial index only then).
+                qb.push("\n  AND state IN ('dead', 'cancelled', 'superseded')");
+            }
+        }
+        if let Some(d) = &f.destination {
+            if f.idempotency_key.is_some() {
+                qb.push("\n  AND destination = ").push_bind(d.clone());
+            } else {
+                qb.push(format_args!("\n  AND {}destination = ", Self::Db::WALK_IDS))
+                    .push_bind(d.clone());
+            }
+        }
+        if let Some(r) = &f.resource {
+            qb.push("\n  AND resource = ").push_bind(r.clone());
+        }
+        if let Some(k) = &f.idempotency_key {
+            qb.push("\n  AND idempotency_key = ").push_bind(k.clone());
+            if f.destination.is_none() {
+                // One probe of the (destination, key) index per destination in use.
+                qb.push("\n  AND destination IN (");
+                let mut list = qb.separated(", ");
+                list.push_bind(""); // never a destination: keeps the list valid when empty
+                for d in destinations {
+                    list.push_bind(d.clone());
+                }
+                qb.push(")");
+            }
+        }
+        if let Some(t) = f.created_since {
+            qb.push("\n  AND created_at >= ")
+                .push_bind(Self::Db::time(t));
+        }
+        if let Some(t) = f.created_before {
+            qb.push("\n  AND created_at < ")
+                .push_bind(Self::Db::time(t));
+        }
+        if let Some(seq) = f.before_seq {
+            qb.push("\n  AND id < ").push_bind(seq);
+        }
+        qb.push("\nORDER BY id DESC\nLIMIT ")
+            .push_bind(i64::from(f.limit));
+    }
+
+    /// An [`OpSummary`] from a row of `admin_op_list.sql` or `admin_op_show.sql`.
+    fn op_summary(r: &RowOf<Self::Db>) -> Result<OpSummary, sqlx::Error> {
+        Ok(OpSummary {
+            seq: r.try_get("id")?,
+            op_id: r.try_get("op_id")?,
+            resource: r.try_get("resource")?,
+            token: FencingToken::new(r.try_get("fence")?),
+            destination: r.try_get("destination")?,
+            idempotency_key: r.try_get("idempotency_key")?,
+            state: r.try_get("state")?,
+            attempts: r.try_get("attempts")?,
+            next_attempt_at: r.try_get("next_attempt_at")?,
+            created_at: r.try_get("created_at")?,
+            finished_at: r.try_get("finished_at")?,
+            last_error: r.try_get("last_error")?,
+            body_bytes: r.try_get("body_bytes")?,
+        })
+    }
+
+    /// An [`OpDetail`] from a row of `admin_op_show.sql`, without its headers (the caller
+    /// parses the `headers` column) and attempts.
+    fn op_detail(r: &RowOf<Self::Db>) -> Result<OpDetail, sqlx::Error> {
+        Ok(OpDetail {
+            summary: Self::op_summary(r)?,
+            owner_id: r.try_get("owner_id")?,
+            order_key: r.try_get("order_key")?,
+            method: r.try_get("method")?,
+            path: r.try_get("path")?,
+            headers: Vec::new(),
+            content_type: r.try_get("content_type")?,
+            body: r.try_get("body")?,
+            claimed_by_token: r
+                .try_get::<Option<i64>, _>("claimed_by_fence")?
+                .map(FencingToken::new),
+            delivered_at: r.try_get("delivered_at")?,
+            trace_context: r.try_get("trace_context")?,
+            trace_state: r.try_get("trace_state")?,
+            retry_base_attempts: r.try_get("retry_base_attempts")?,
+            retry_since: r.try_get("retry_since")?,
+            resource_token: r
+                .try_get::<Option<i64>, _>("resource_fence")?
+                .map(FencingToken::new),
+            attempt_history: Vec::new(),
+        })
+    }
+
+    /// An [`AttemptRow`] from a row of `admin_attempt_list.sql` or `admin_attempt_tail.sql`.
+    fn attempt_row(r: &RowOf<Self::Db>) -> Result<AttemptRow, sqlx::Error> {
+        Ok(AttemptRow {
+            id: r.try_get("id")?,
+            seq: r.try_get("seq")?,
+            op_id: r.try_get("op_id")?,
+            destination: r.try_get("destination")?,
+            resource: r.try_get("resource")?,
+            attempt: r.try_get("attempt")?,
+            dispatcher_token: FencingToken::new(r.try_get("dispatcher_fence")?),
+            started_at: r.try_get("started_at")?,
+            duration_ms: r.try_get("duration_ms")?,
+            outcome: r.try_get("outcome")?,
+            http_status: r.try_get("http_status")?,
+            error: r.try_get("error")?,
+            response_excerpt: r.try_get("response_excerpt")?,
+            trace_context: r.try_get("trace_context")?,
+        })
+    }
+}
