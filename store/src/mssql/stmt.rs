@@ -81,8 +81,9 @@ impl<'a> Stmt<'a> {
 /// other strict TDS servers. An `@Pn` of `sp_executesql` is a variable of the batch, so
 /// `SET @Pn = NULL;` before the statement gives it the very value and type the statement
 /// expected. The prefix holds only parameter numbers, never a value: the SQL stays
-/// parameterised. Integers, `bit` and `uniqueidentifier` NULLs are typed already and are
-/// left as they are; times are bound as text (no statement binds a time value).
+/// parameterised. The time types are sent as NULLTYPE too (`admin_op_list.sql` binds two
+/// optional `datetimeoffset` bounds); integers, `bit` and `uniqueidentifier` NULLs are typed
+/// already and are left as they are.
 pub(crate) fn typed_nulls<'a>(
     sql: &'static str,
     mut params: Vec<ColumnData<'a>>,
@@ -94,6 +95,12 @@ pub(crate) fn typed_nulls<'a>(
             ColumnData::String(None) => ColumnData::String(Some("".into())),
             // Declared varbinary(8000) instead of varbinary(max): it only ever holds NULL.
             ColumnData::Binary(None) => ColumnData::Binary(Some((&[][..]).into())),
+            ColumnData::DateTimeOffset(None) => ColumnData::DateTimeOffset(Some(
+                tiberius::time::DateTimeOffset::new(any_datetime2(), 0),
+            )),
+            ColumnData::DateTime2(None) => ColumnData::DateTime2(Some(any_datetime2())),
+            ColumnData::Date(None) => ColumnData::Date(Some(tiberius::time::Date::new(0))),
+            ColumnData::Time(None) => ColumnData::Time(Some(any_datetime2().time())),
             _ => continue,
         };
         *p = typed;
@@ -105,6 +112,15 @@ pub(crate) fn typed_nulls<'a>(
         prefix.push_str(sql);
         (prefix.into(), params)
     }
+}
+
+/// A `datetime2(7)` value for a parameter the statement sets to NULL before reading it
+/// (0001-01-01, midnight): declared at the scale tiberius declares for a NULL.
+fn any_datetime2() -> tiberius::time::DateTime2 {
+    tiberius::time::DateTime2::new(
+        tiberius::time::Date::new(0),
+        tiberius::time::Time::new(0, 7),
+    )
 }
 
 /// The `affected` column of a statement that reports its row count.
@@ -257,20 +273,23 @@ pub(crate) mod tests {
 
     #[test]
     fn untyped_nulls_are_sent_typed_and_set_to_null_by_the_statement() {
-        let s = Stmt::new("SELECT @P1, @P2, @P3, @P4")
+        let no_time: Option<OffsetDateTime> = None;
+        let s = Stmt::new("SELECT @P1, @P2, @P3, @P4, @P5")
             .bind(Option::<&str>::None)
             .bind(Option::<i64>::None)
             .bind(Some("x"))
-            .bind(Option::<&[u8]>::None);
+            .bind(Option::<&[u8]>::None)
+            .bind(tiberius::ToSql::to_sql(&no_time));
         let (sql, params) = typed_nulls(s.sql, s.params);
         assert_eq!(
             sql,
-            "SET @P1 = NULL;\nSET @P4 = NULL;\nSELECT @P1, @P2, @P3, @P4"
+            "SET @P1 = NULL;\nSET @P4 = NULL;\nSET @P5 = NULL;\nSELECT @P1, @P2, @P3, @P4, @P5"
         );
         assert!(matches!(&params[0], ColumnData::String(Some(v)) if v.is_empty()));
         assert!(matches!(params[1], ColumnData::I64(None)));
         assert!(matches!(&params[2], ColumnData::String(Some(v)) if v == "x"));
         assert!(matches!(&params[3], ColumnData::Binary(Some(v)) if v.is_empty()));
+        assert!(matches!(&params[4], ColumnData::DateTimeOffset(Some(_))));
         // Nothing to type: the statement is sent as written.
         let plain = Stmt::new("SELECT @P1").bind(1_i32);
         let (sql, _) = typed_nulls(plain.sql, plain.params);
