@@ -360,6 +360,10 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
     if !browser::available() {
         return;
     }
+    // The destination's answer holds `"`, and the completion batch carries it in JSON.
+    if db.skip_on_babelfish(outbox_tests::babelfish::OPENJSON_KEEPS_ESCAPES) {
+        return;
+    }
     let receiver = Receiver::start().await;
     make_history(&db, &receiver).await;
     let dispatcher = Dispatcher::start(&db, &receiver);

@@ -510,10 +510,12 @@ async fn a_rate_limit_spreads_deliveries(db: TestDb) {
 
 /// Three dispatchers sharing 4 partitions (2/1/1) until each leads its fair share.
 async fn three_settled_dispatchers(db: &TestDb, dest: &str) -> Vec<common::Running> {
+    // Migrated before the dispatchers start, so they do not queue behind each other for the
+    // migration lock: on a slow server (Babelfish) four migrators at once outwait its 20 s.
+    let store = db.outbox().await.store().clone();
     let running: Vec<common::Running> = (0..3)
         .map(|_| dispatch_with(db, dest, "partitions = 4\n"))
         .collect();
-    let store = db.outbox().await.store().clone();
     wait_until(
         Duration::from_secs(60),
         "three dispatchers lead 2/1/1 partitions",
