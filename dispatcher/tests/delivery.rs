@@ -776,15 +776,16 @@ async fn retention_purges_finished_ops_but_keeps_dead_ones(db: TestDb) {
     let text = destination("kept", &receiver, "");
     let db_url = db.url().to_owned();
     let config = format!(
-        "[database]\nurl = {db_url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nretention = \"2s\"\n{text}"
+        "[database]\nurl = {db_url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"10s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nretention = \"2s\"\n{text}"
     );
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(outbox_dispatcher::run(
         Config::load(Some(&config), &HashMap::new()).unwrap(),
         shutdown.clone(),
     ));
+    // Generous: on Babelfish each housekeeping statement takes a good part of a second.
     wait_until(
-        Duration::from_secs(30),
+        Duration::from_secs(90),
         "the delivered op is purged",
         || async {
             let ops = db.ops().await;
