@@ -107,14 +107,13 @@ fn sql_files_are_the_same_for_every_backend_and_all_used() {
         );
         let source = module_source(backend);
         // The sqlx backends name their admin files through `admin_sql!("<backend>")`.
-        let shared = source
-            .contains(&format!("admin_sql!(\"{backend}\")"))
-            .then(|| {
-                std::fs::read_to_string(root().join("src/admin/sqlx_admin.rs"))
-                    .unwrap()
-                    .replace(char::is_whitespace, "")
-            })
-            .unwrap_or_default();
+        let shared = if source.contains(&format!("admin_sql!(\"{backend}\")")) {
+            std::fs::read_to_string(root().join("src/admin/sqlx_admin.rs"))
+                .unwrap()
+                .replace(char::is_whitespace, "")
+        } else {
+            String::new()
+        };
         for file in names(&dir) {
             let include = format!("include_str!(\"../../sql/{backend}/{file}\")");
             let shared_include = format!("include_str!(concat!(\"../../sql/\",$dir,\"/{file}\"))");
