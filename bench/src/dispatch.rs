@@ -91,7 +91,7 @@ async fn wait_for_port(port: u16) -> anyhow::Result<()> {
 }
 
 /// Starts the 204 destination process; returns it and its base URL.
-async fn destination() -> anyhow::Result<(Process, String)> {
+pub(crate) async fn destination() -> anyhow::Result<(Process, String)> {
     destination_process(&["serve-204"]).await
 }
 
@@ -118,6 +118,12 @@ pub(crate) enum Setting {
     Defaults,
     /// 256 in flight to the destination, claims of CLAIM_BATCH.
     Wide,
+    /// A point of the `sweep`: this destination `max_in_flight` and this `claim_batch`, the
+    /// process-wide `max_in_flight` as the defaults have it.
+    Point {
+        destination_in_flight: u32,
+        claim_batch: u32,
+    },
 }
 
 impl Setting {
@@ -125,20 +131,31 @@ impl Setting {
         match self {
             Setting::Defaults => String::new(),
             Setting::Wide => format!("claim_batch = {CLAIM_BATCH}\nmax_in_flight = 256\n"),
+            Setting::Point { claim_batch, .. } => format!("claim_batch = {claim_batch}\n"),
         }
     }
 
-    fn destination_keys(self) -> &'static str {
+    fn destination_keys(self) -> String {
         match self {
-            Setting::Defaults => "",
-            Setting::Wide => "max_in_flight = 256\n",
+            Setting::Defaults => String::new(),
+            Setting::Wide => "max_in_flight = 256\n".into(),
+            Setting::Point {
+                destination_in_flight,
+                ..
+            } => format!("max_in_flight = {destination_in_flight}\n"),
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> String {
         match self {
-            Setting::Defaults => "defaults",
-            Setting::Wide => "256 in flight",
+            Setting::Defaults => "defaults".into(),
+            Setting::Wide => "256 in flight".into(),
+            Setting::Point {
+                destination_in_flight,
+                claim_batch,
+            } => format!(
+                "destination max_in_flight {destination_in_flight}, claim_batch {claim_batch}"
+            ),
         }
     }
 }
@@ -349,6 +366,51 @@ async fn http_rate(base_url: &str, n: usize) -> anyhow::Result<f64> {
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
+/// What one drain by the dispatcher process measured.
+pub(crate) struct Drained {
+    /// Ops delivered per second, from the dispatcher's start to the last op settled.
+    pub(crate) ops_per_s: f64,
+    /// What the drain cost (CPU per process, WAL, the machine limit).
+    pub(crate) cost: Cost,
+    /// The dispatcher's peak resident memory.
+    pub(crate) peak_rss_mib: f64,
+}
+
+/// Fills a fresh database of `target` with `backlog` unordered ops and drains it with the
+/// dispatcher binary configured by `setting`, into the destination process at `base_url`,
+/// metered; fails unless every op was delivered.
+pub(crate) async fn drain(
+    target: &Target,
+    backlog: usize,
+    setting: Setting,
+    (server, base_url): (&Process, &str),
+) -> anyhow::Result<Drained> {
+    let db = target.fresh().await?;
+    fill(&db, backlog).await?;
+    let pool = Plain::connect(&db, 1).await?;
+    let dir = tempfile::tempdir()?;
+    let started = Instant::now();
+    let mut process = dispatcher(&db, base_url, "100ms", setting, &dir)?;
+    let who = [("dispatcher", process.pid()), ("destination", server.pid())];
+    let meter = Meter::start(measured(&pool, &who).await, &pool).await;
+    while !settled(&pool).await? {
+        process.ensure_running("the dispatcher")?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = started.elapsed();
+    let cost = meter.stop(backlog, &pool).await;
+    let delivered = count(&pool, "delivered").await?;
+    anyhow::ensure!(
+        delivered == backlog as i64,
+        "{delivered} of {backlog} ops were delivered"
+    );
+    Ok(Drained {
+        ops_per_s: backlog as f64 / elapsed.as_secs_f64(),
+        cost,
+        peak_rss_mib: process.peak_rss_mib(),
+    })
+}
+
 /// `dispatch`: drain a backlog of `backlog` ops with the real dispatcher, with the defaults
 /// and with 256 in flight, each run metered (CPU per process, WAL, the machine limit).
 pub(crate) async fn dispatch(
@@ -383,27 +445,10 @@ pub(crate) async fn dispatch(
         }
 
         for (i, setting) in settings.iter().enumerate() {
-            let db = target.fresh().await?;
-            fill(&db, backlog).await?;
-            let pool = Plain::connect(&db, 1).await?;
-            let dir = tempfile::tempdir()?;
-            let started = Instant::now();
-            let mut process = dispatcher(&db, &base_url, "100ms", *setting, &dir)?;
-            let who = [("dispatcher", process.pid()), ("destination", server.pid())];
-            let meter = Meter::start(measured(&pool, &who).await, &pool).await;
-            while !settled(&pool).await? {
-                process.ensure_running("the dispatcher")?;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let elapsed = started.elapsed();
-            costs[i].push(meter.stop(backlog, &pool).await);
-            let delivered = count(&pool, "delivered").await?;
-            anyhow::ensure!(
-                delivered == backlog as i64,
-                "{delivered} of {backlog} ops were delivered"
-            );
-            ours[i].push(backlog as f64 / elapsed.as_secs_f64());
-            rss[i].push(process.peak_rss_mib());
+            let drained = drain(target, backlog, *setting, (&server, &base_url)).await?;
+            ours[i].push(drained.ops_per_s);
+            costs[i].push(drained.cost);
+            rss[i].push(drained.peak_rss_mib);
         }
     }
     let mut rows = Vec::new();

@@ -11,6 +11,7 @@ mod enqueue;
 mod enqueue_sql;
 mod instances;
 mod report;
+mod sweep;
 mod target;
 
 use std::path::PathBuf;
@@ -68,6 +69,23 @@ struct DispatchArgs {
     instances: Option<Vec<u32>>,
 }
 
+/// The options of `sweep`.
+#[derive(Debug, Clone, clap::Args)]
+struct SweepArgs {
+    /// The destination's answer delays in ms (0: a server that answers at once).
+    #[arg(long, value_name = "MS,MS,..", value_delimiter = ',', default_value = "0,20",
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    delays_ms: Vec<u64>,
+    /// Destination `max_in_flight` values, each with the default `claim_batch`.
+    #[arg(long, value_name = "N,N,..", value_delimiter = ',', default_value = "8,16,32,64,128,256",
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    in_flight: Vec<u32>,
+    /// `claim_batch` values, each with the default destination `max_in_flight`.
+    #[arg(long, value_name = "N,N,..", value_delimiter = ',', default_value = "8,16,128,512",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    claim_batches: Vec<u32>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
     Sqlite,
@@ -88,6 +106,10 @@ enum Scenario {
     /// Drain a backlog with the real dispatcher to a local 204 server vs the claim+complete
     /// SQL loop and vs the server's own request rate (with --instances: scale-out).
     Dispatch(DispatchArgs),
+    /// The dispatcher over a grid of a destination's `max_in_flight` and `claim_batch`, against
+    /// a destination answering at once and one answering after a delay, vs the defaults
+    /// (--backlog: most ops per point, default 20000). Not part of `all`.
+    Sweep(SweepArgs),
     /// Enqueue-commit to destination-receipt latency at a fixed offered rate.
     Latency,
     /// Claim+complete cost per op at 10k vs 1M pending (and with 1M delivered rows kept).
@@ -180,6 +202,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let (r, f) = instances::instances(target, runs, plan).await?;
             rows.extend(r);
             findings.extend(f);
+        }
+        if let Scenario::Sweep(sweep) = &args.scenario {
+            let grid = sweep::Grid {
+                delays_ms: sweep.delays_ms.clone(),
+                in_flight: sweep.in_flight.clone(),
+                claim_batches: sweep.claim_batches.clone(),
+                backlog: args
+                    .backlog
+                    .unwrap_or(if args.quick { 2_000 } else { 20_000 }),
+            };
+            rows.extend(sweep::sweep(target, runs, &grid).await?);
         }
         if all || matches!(args.scenario, Scenario::Latency) {
             rows.extend(dispatch::latency(target, runs, args.quick).await?);
