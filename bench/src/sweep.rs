@@ -30,11 +30,34 @@ pub(crate) struct Grid {
     pub(crate) backlog: usize,
 }
 
+/// One point of the grid: a destination's `max_in_flight` and the `claim_batch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Point {
+    in_flight: u32,
+    claim_batch: u32,
+}
+
+impl Point {
+    /// The dispatcher's configuration at this point.
+    fn setting(self) -> Setting {
+        Setting::Point {
+            destination_in_flight: self.in_flight,
+            claim_batch: self.claim_batch,
+        }
+    }
+
+    /// The most ops per second the in-flight limit allows against a destination answering
+    /// after `delay_ms` (Little's law); `None` for one that answers at once.
+    fn bound_ops_s(self, delay_ms: u64) -> Option<f64> {
+        (delay_ms > 0).then(|| f64::from(self.in_flight) * 1000.0 / delay_ms as f64)
+    }
+}
+
 impl Grid {
     /// The points, the defaults first (every other point's baseline), each once.
-    fn points(&self) -> Vec<Setting> {
-        let point = |destination_in_flight, claim_batch| Setting::Point {
-            destination_in_flight,
+    fn points(&self) -> Vec<Point> {
+        let point = |in_flight, claim_batch| Point {
+            in_flight,
             claim_batch,
         };
         let mut points = vec![point(DEFAULT_IN_FLIGHT, DEFAULT_CLAIM_BATCH)];
@@ -55,23 +78,13 @@ impl Grid {
         points
     }
 
-    /// Ops to drain at `setting` against a destination answering after `delay_ms`: enough for
+    /// Ops to drain at `point` against a destination answering after `delay_ms`: enough for
     /// about 10 s at the rate its in-flight limit allows, at least 2,000, at most `backlog`.
-    fn ops(&self, setting: Setting, delay_ms: u64) -> usize {
-        let Setting::Point {
-            destination_in_flight,
-            ..
-        } = setting
-        else {
-            return self.backlog;
-        };
-        if delay_ms == 0 {
-            return self.backlog;
+    fn ops(&self, point: Point, delay_ms: u64) -> usize {
+        match point.bound_ops_s(delay_ms) {
+            None => self.backlog,
+            Some(per_s) => ((per_s * 10.0) as usize).clamp(2_000, self.backlog.max(2_000)),
         }
-        let ideal_per_s = u64::from(destination_in_flight) * 1000 / delay_ms;
-        usize::try_from(ideal_per_s * 10)
-            .unwrap_or(usize::MAX)
-            .clamp(2_000, self.backlog.max(2_000))
     }
 }
 
@@ -93,8 +106,8 @@ pub(crate) async fn sweep(target: &Target, runs: usize, grid: &Grid) -> anyhow::
         let mut costs: Vec<Vec<Cost>> = vec![Vec::new(); points.len()];
         for _ in 0..runs {
             let (server, base_url) = destination(delay_ms).await?;
-            for (i, &setting) in points.iter().enumerate() {
-                let ops = grid.ops(setting, delay_ms);
+            for (i, &point) in points.iter().enumerate() {
+                let (ops, setting) = (grid.ops(point, delay_ms), point.setting());
                 let drained = dispatch::drain(target, ops, setting, (&server, &base_url)).await?;
                 eprintln!(
                     "sweep {}: answer after {delay_ms} ms, {}: {ops} ops, {:.0} ops/s",
@@ -107,25 +120,16 @@ pub(crate) async fn sweep(target: &Target, runs: usize, grid: &Grid) -> anyhow::
             }
         }
         let defaults = median(&rates[0]);
-        for (i, setting) in points.iter().enumerate() {
+        for (i, point) in points.iter().enumerate() {
             let mut extra = Cost::median_extra(&costs[i]);
-            if let (
-                Setting::Point {
-                    destination_in_flight,
-                    ..
-                },
-                1..,
-            ) = (setting, delay_ms)
-            {
-                // What the in-flight limit allows at that answer time (Little's law).
-                let bound = f64::from(*destination_in_flight) * 1000.0 / delay_ms as f64;
+            if let Some(bound) = point.bound_ops_s(delay_ms) {
                 extra.push(("in_flight_bound_ops_s".into(), bound));
             }
             rows.push(Row {
                 scenario: "sweep".into(),
                 backend: target.label().into(),
                 producers: None,
-                setting: format!("answer after {delay_ms} ms, {}", setting.name()),
+                setting: format!("answer after {delay_ms} ms, {}", point.setting().name()),
                 ops_per_s: median(&rates[i]),
                 spread: spread(&rates[i]),
                 baseline_ops_per_s: defaults,
@@ -156,8 +160,8 @@ mod tests {
         let points = grid().points();
         assert_eq!(
             points[0],
-            Setting::Point {
-                destination_in_flight: 32,
+            Point {
+                in_flight: 32,
                 claim_batch: 128
             }
         );
@@ -167,8 +171,8 @@ mod tests {
     #[test]
     fn a_delayed_destination_gets_about_ten_seconds_of_work() {
         let g = grid();
-        let at = |n| Setting::Point {
-            destination_in_flight: n,
+        let at = |n| Point {
+            in_flight: n,
             claim_batch: 128,
         };
         assert_eq!(g.ops(at(8), 0), 20_000);
