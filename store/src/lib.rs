@@ -63,9 +63,9 @@ pub struct StoreOptions {
     pub sqlite_busy_timeout: Duration,
     /// `application_name` shown by PostgreSQL's `pg_stat_activity`. Default: `fenced-outbox`.
     pub application_name: String,
-    /// The connections serve a dispatcher: on PostgreSQL they run with `enable_sort = off`,
-    /// so a claim walks the due index in order even before the table has statistics.
-    /// Default: false.
+    /// The connections serve a dispatcher: on PostgreSQL a transaction that idles longer than
+    /// a third of the shortest lease (at least a second) ends its session, so a paused
+    /// dispatcher's row locks never block the standby taking over. Default: false.
     pub dispatcher_sessions: bool,
 }
 

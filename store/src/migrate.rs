@@ -62,6 +62,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0007, "trace_links"),
     migration!("postgres", 0008, "destination_health"),
     migration!("postgres", 0009, "lean_attempts"),
+    migration!("postgres", 0010, "pooler_safe_sessions"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -74,6 +75,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0007, "trace_links"),
     migration!("sqlite", 0008, "destination_health"),
     migration!("sqlite", 0009, "lean_attempts"),
+    migration!("sqlite", 0010, "pooler_safe_sessions"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -86,6 +88,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0007, "trace_links"),
     migration!("mssql", 0008, "destination_health"),
     migration!("mssql", 0009, "lean_attempts"),
+    migration!("mssql", 0010, "pooler_safe_sessions"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -205,7 +208,8 @@ mod tests {
                 "0006_partition_count",
                 "0007_trace_links",
                 "0008_destination_health",
-                "0009_lean_attempts"
+                "0009_lean_attempts",
+                "0010_pooler_safe_sessions"
             ]
         );
     }

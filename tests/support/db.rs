@@ -181,6 +181,7 @@ impl TestDb {
             "0007_trace_links",
             "0008_destination_health",
             "0009_lean_attempts",
+            "0010_pooler_safe_sessions",
         ]
     }
 

@@ -23,7 +23,11 @@ impl Driver for PgStore {
     type Tx = sqlx::Transaction<'static, sqlx::Postgres>;
 
     async fn begin(&self) -> Result<Self::Tx, Error> {
-        self.pool.begin().await.map_err(map_err)
+        // The statement is this store's own (`PgStore::connect`), with no input in it.
+        self.pool
+            .begin_with(sqlx::AssertSqlSafe(self.begin.clone()))
+            .await
+            .map_err(map_err)
     }
 
     async fn begin_migration(&self) -> Result<Self::Tx, Error> {

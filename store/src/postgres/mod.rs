@@ -13,6 +13,7 @@ mod membership;
 mod partitioning;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection as _, Row as _};
@@ -48,37 +49,29 @@ const REJECTION_LIST: &str = include_str!("../../sql/postgres/rejection_list.sql
 #[derive(Debug, Clone)]
 pub(crate) struct PgStore {
     pub(crate) pool: PgPool,
+    /// How this store's transactions begin: `BEGIN`, and for a dispatcher a `SET LOCAL` in
+    /// the same round trip.
+    begin: Arc<str>,
 }
 
 impl PgStore {
     pub(crate) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
         let connect: PgConnectOptions = url.parse().map_err(map_err)?;
-        // JIT compiles any statement the planner costs high, which a claim over a large backlog
-        // is (its filters are hard to estimate): hundreds of milliseconds per claim, for
-        // statements that run in well under one. OLTP statements never gain from it.
-        let connect = connect
-            .application_name(&options.application_name)
-            .options([("jit", "off")]);
-        // A dispatcher's claim must walk outbox_ops_due_idx in order. Without fresh statistics
-        // (a new table, or a burst of ops after a quiet period, until autovacuum analyzes) the
-        // planner estimates one due op, reads every due op through another index and sorts
-        // them: 216 ms per claim of 128 at 200k pending, against 4.7 ms walking the index
-        // (EXPLAIN ANALYZE, PostgreSQL 15). Nothing a dispatcher runs needs a sort it could
-        // not do without, so its sessions forbid them. Set per session, not per transaction:
-        // a claim stays one autocommit statement that holds no lock between statements.
-        //
+        // No startup options and no session-level SET: a connection pooler in transaction mode
+        // refuses the one and leaks the other to whichever client gets the server connection
+        // next (issue 27). What a statement needs rides with it: the claim's planner settings
+        // are its function's (0010_pooler_safe_sessions.sql), a transaction's with its BEGIN.
+        let connect = connect.application_name(&options.application_name);
         // A dispatcher paused (SIGSTOP, a VM freeze) between two statements of a transaction
-        // would keep that transaction's row locks and block the standby taking over: its
+        // would keep that transaction's row locks and block the standby taking over: the
         // session ends once it has idled in a transaction for a third of the shortest lease
-        // (at least a second), so its locks go with it and the fence decides the rest.
-        let connect = if options.dispatcher_sessions {
+        // (at least a second), so its locks go with it and the fence decides the rest. Set in
+        // the same round trip as the BEGIN, for that transaction only.
+        let begin: Arc<str> = if options.dispatcher_sessions {
             let idle_ms = (options.lease_ttl.min() / 3).as_millis().max(1000);
-            connect.options([
-                ("enable_sort", "off".to_owned()),
-                ("idle_in_transaction_session_timeout", idle_ms.to_string()),
-            ])
+            format!("BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle_ms}").into()
         } else {
-            connect
+            "BEGIN".into()
         };
         // One direct connection first: a pool retries failed connects until its timeout and
         // then reports only that it timed out; this reports the real cause at once.
@@ -92,7 +85,7 @@ impl PgStore {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
-        Ok(PgStore { pool })
+        Ok(PgStore { pool, begin })
     }
 
     pub(crate) async fn close(&self) {

@@ -1,0 +1,3 @@
+-- 0010_pooler_safe_sessions: nothing to change on this backend. On PostgreSQL the claim moves
+-- into a function that carries its own planner settings, so that no session setting is needed
+-- and the store works through connection poolers in transaction mode (issue 27).
