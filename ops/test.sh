@@ -3,7 +3,8 @@
 # whole test suite. PostgreSQL tests start a throwaway cluster from the local binaries, or use
 # DATABASE_URL when it is set; when neither exists and we run as root, the binaries are
 # installed with apt-get first. The console's browser test needs Debian's chromium and
-# chromium-driver, installed the same way. SQL Server tests run only when OUTBOX_MSSQL_URL is set.
+# chromium-driver, and the pooler tests Debian's pgbouncer, installed the same way. SQL Server
+# tests run only when OUTBOX_MSSQL_URL is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,17 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
         echo "chromium or chromedriver not found and cannot install them (not root or no apt-get)." >&2
         echo "Install Debian's chromium and chromium-driver; the console's browser test fails otherwise" >&2
         echo "(OUTBOX_SKIP_BROWSER_TESTS=1 skips it knowingly)." >&2
+    fi
+fi
+# The pooler tests (dispatcher/tests/poolers.rs, admin/tests/poolers.rs) start Debian's pgbouncer
+# in front of the test server; without it they fail saying so.
+if [ ! -x /usr/sbin/pgbouncer ] && [ ! -x /usr/bin/pgbouncer ]; then
+    if can_apt; then
+        echo "== installing PgBouncer for the pooler tests (apt-get install pgbouncer)"
+        apt_install pgbouncer
+    else
+        echo "pgbouncer not found and cannot install it (not root or no apt-get)." >&2
+        echo "Install Debian's pgbouncer; the pooler tests fail otherwise." >&2
     fi
 fi
 # A throwaway cluster runs as the postgres user when we are root; runuser comes with util-linux.

@@ -8,6 +8,7 @@ pub mod cases;
 pub mod db;
 mod mssql;
 pub mod pg;
+pub mod pgbouncer;
 pub mod process;
 pub mod receiver;
 pub mod rng;

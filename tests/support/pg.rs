@@ -39,7 +39,7 @@ fn bin_dir() -> Option<PathBuf> {
 
 /// Whether this process runs as root, which PostgreSQL refuses: then the server programs run
 /// as the `postgres` user through `runuser`.
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
@@ -235,7 +235,7 @@ impl Cluster {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
