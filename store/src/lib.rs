@@ -473,13 +473,14 @@ impl Store {
     /// PostgreSQL LISTENs on the channel the enqueue notifies (reconnecting after errors, and
     /// waking once after each reconnect in case something was missed). SQLite, which has no
     /// notifications, watches `PRAGMA data_version` every few milliseconds: any other
-    /// connection's commit wakes it. SQL Server returns `None`: poll instead.
+    /// connection's commit wakes it. SQL Server, and PostgreSQL through a connection pooler in
+    /// transaction mode, return `None`: poll instead.
     pub fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Option<tokio::task::JoinHandle<()>> {
         match &self.backend {
-            BackendStore::Postgres(b) => Some(b.listen_for_enqueues(wake)),
+            BackendStore::Postgres(b) => b.listen_for_enqueues(wake),
             BackendStore::Sqlite(b) => Some(b.listen_for_enqueues(wake)),
             BackendStore::Mssql(_) => None,
         }

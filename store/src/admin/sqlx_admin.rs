@@ -73,7 +73,7 @@ macro_rules! admin_sql {
 pub(crate) use admin_sql;
 
 /// What differs between the sqlx databases in their admin statements.
-pub(crate) trait AdminDb: Database {
+pub(crate) trait AdminDb: Database + sqlx::database::HasStatementCache {
     /// Which backend this is, for errors.
     const BACKEND: Backend;
     /// The statements.
@@ -100,10 +100,38 @@ pub(crate) trait AdminDb: Database {
     fn rejection_row(r: &Self::Row) -> Result<RejectionRow, Error>;
     /// A driver error as the store's.
     fn map_err(e: sqlx::Error) -> Error;
+    /// Whether statements are prepared once and kept per connection (not through a
+    /// transaction pooler: `postgres/pooler.rs`).
+    fn persistent() -> bool;
 }
 
 /// A sqlx row of the database `DB`.
 type RowOf<DB> = <DB as Database>::Row;
+
+/// A statement of the database `DB` with its parameters bound.
+type QueryOf<'q, DB> = sqlx::query::Query<'q, DB, <DB as Database>::Arguments>;
+
+/// One of the admin statements, named and kept or not as the database says.
+fn query<'q, DB: AdminDb>(sql: &'static str) -> QueryOf<'q, DB> {
+    sqlx::query(sql).persistent(DB::persistent())
+}
+
+/// `$run` of `$q` on its own for `$store`: on the pool, or in a transaction of its own through
+/// a transaction pooler, so that its two round trips reach one server (`postgres/pooler.rs`).
+macro_rules! on_its_own {
+    ($store:expr, $q:expr, $run:ident) => {{
+        let (store, q) = ($store, $q.persistent(<Self::Db as AdminDb>::persistent()));
+        let map_err = <Self::Db as AdminDb>::map_err;
+        if store.pooled() {
+            let mut tx = store.pool().begin().await.map_err(map_err)?;
+            let done = q.$run(&mut *tx).await.map_err(map_err)?;
+            tx.commit().await.map_err(map_err)?;
+            Ok(done)
+        } else {
+            q.$run(store.pool()).await.map_err(map_err)
+        }
+    }};
+}
 
 /// The admin statements of a store on a sqlx pool, written once. The `where` clause says what
 /// the code needs of the database: every sqlx database this project uses has it.
@@ -126,13 +154,30 @@ where
     /// The store's pool.
     fn pool(&self) -> &Pool<Self::Db>;
 
+    /// Whether a transaction pooler is between the store and its database.
+    fn pooled(&self) -> bool;
+
+    /// Every row of `q`, run on its own.
+    async fn rows(&self, q: QueryOf<'_, Self::Db>) -> Result<Vec<RowOf<Self::Db>>, Error> {
+        on_its_own!(self, q, fetch_all)
+    }
+
+    /// The one row of `q`, run on its own.
+    async fn row(&self, q: QueryOf<'_, Self::Db>) -> Result<RowOf<Self::Db>, Error> {
+        on_its_own!(self, q, fetch_one)
+    }
+
+    /// The row of `q` if any, run on its own.
+    async fn maybe_row(&self, q: QueryOf<'_, Self::Db>) -> Result<Option<RowOf<Self::Db>>, Error> {
+        on_its_own!(self, q, fetch_optional)
+    }
+
     /// Everything `status` reports but the partition leases (the caller adds them).
     async fn admin_status(&self) -> Result<Status, Error> {
         let sql = &Self::Db::SQL;
-        let counts = sqlx::query(sql.status_counts)
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
+        let counts = self
+            .rows(query::<Self::Db>(sql.status_counts))
+            .await?
             .iter()
             .map(|r| {
                 Ok(StateCount {
@@ -143,10 +188,7 @@ where
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(Self::Db::map_err)?;
-        let r = sqlx::query(sql.status_summary)
-            .fetch_one(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?;
+        let r = self.row(query::<Self::Db>(sql.status_summary)).await?;
         (|| {
             Ok::<_, sqlx::Error>(Status {
                 counts,
@@ -167,19 +209,19 @@ where
         let sql = &Self::Db::SQL;
         let destinations: Vec<String> =
             if filter.idempotency_key.is_some() && filter.destination.is_none() {
-                sqlx::query_scalar(sql.destination_list)
-                    .fetch_all(self.pool())
-                    .await
+                self.rows(query::<Self::Db>(sql.destination_list))
+                    .await?
+                    .iter()
+                    .map(|r| r.try_get(0))
+                    .collect::<Result<_, sqlx::Error>>()
                     .map_err(Self::Db::map_err)?
             } else {
                 Vec::new()
             };
         let mut qb = sqlx::QueryBuilder::<Self::Db>::new(sql.op_list);
         Self::push_filter(&mut qb, filter, &destinations);
-        qb.build()
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
+        self.rows(qb.build())
+            .await?
             .iter()
             .map(Self::op_summary)
             .collect::<Result<Vec<_>, sqlx::Error>>()
@@ -188,11 +230,13 @@ where
 
     /// The sequence of the op with this public id.
     async fn admin_op_find(&self, op_id: Uuid) -> Result<Option<i64>, Error> {
-        sqlx::query_scalar(Self::Db::SQL.op_find)
-            .bind(op_id.hyphenated().to_string())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(Self::Db::map_err)
+        let row = self
+            .maybe_row(
+                query::<Self::Db>(Self::Db::SQL.op_find).bind(op_id.hyphenated().to_string()),
+            )
+            .await?;
+        row.map(|r| r.try_get(0).map_err(Self::Db::map_err))
+            .transpose()
     }
 
     /// The sequence of the op with this idempotency key at this destination.
@@ -201,12 +245,13 @@ where
         destination: &str,
         key: &str,
     ) -> Result<Option<i64>, Error> {
-        let row = sqlx::query(Self::Db::SQL.op_find_by_key)
-            .bind(destination)
-            .bind(key)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?;
+        let row = self
+            .maybe_row(
+                query::<Self::Db>(Self::Db::SQL.op_find_by_key)
+                    .bind(destination)
+                    .bind(key),
+            )
+            .await?;
         row.map(|r| r.try_get("id").map_err(Self::Db::map_err))
             .transpose()
     }
@@ -214,22 +259,18 @@ where
     /// One op, whole, with its attempts.
     async fn admin_op_show(&self, seq: i64) -> Result<Option<OpDetail>, Error> {
         let sql = &Self::Db::SQL;
-        let Some(r) = sqlx::query(sql.op_show)
-            .bind(seq)
-            .fetch_optional(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
+        let Some(r) = self
+            .maybe_row(query::<Self::Db>(sql.op_show).bind(seq))
+            .await?
         else {
             return Ok(None);
         };
         let mut detail = Self::op_detail(&r).map_err(Self::Db::map_err)?;
         let headers: String = r.try_get("headers").map_err(Self::Db::map_err)?;
         detail.headers = parse_headers(&headers, Self::Db::BACKEND)?;
-        detail.attempt_history = sqlx::query(sql.attempt_list)
-            .bind(seq)
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
+        detail.attempt_history = self
+            .rows(query::<Self::Db>(sql.attempt_list).bind(seq))
+            .await?
             .iter()
             .map(Self::attempt_row)
             .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
@@ -239,9 +280,9 @@ where
 
     /// The newest attempt's id (0 when there is none), where `tail` starts.
     async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
-        sqlx::query_scalar(Self::Db::SQL.attempt_last_id)
-            .fetch_one(self.pool())
-            .await
+        self.row(query::<Self::Db>(Self::Db::SQL.attempt_last_id))
+            .await?
+            .try_get(0)
             .map_err(Self::Db::map_err)
     }
 
@@ -251,16 +292,16 @@ where
         last_id: i64,
         limit: u32,
     ) -> Result<Vec<AttemptRow>, Error> {
-        sqlx::query(Self::Db::SQL.attempt_tail)
-            .bind(last_id)
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
-            .iter()
-            .map(Self::attempt_row)
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(Self::Db::map_err)
+        self.rows(
+            query::<Self::Db>(Self::Db::SQL.attempt_tail)
+                .bind(last_id)
+                .bind(i64::from(limit)),
+        )
+        .await?
+        .iter()
+        .map(Self::attempt_row)
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(Self::Db::map_err)
     }
 
     /// Rejected enqueues since `since_ms` ago, newest first, of one resource or all.
@@ -270,13 +311,14 @@ where
         resource: Option<&str>,
         limit: u32,
     ) -> Result<Vec<RejectionRow>, Error> {
-        let rows = sqlx::query(Self::Db::SQL.rejection_list)
-            .bind(since_ms)
-            .bind(resource)
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?;
+        let rows = self
+            .rows(
+                query::<Self::Db>(Self::Db::SQL.rejection_list)
+                    .bind(since_ms)
+                    .bind(resource)
+                    .bind(i64::from(limit)),
+            )
+            .await?;
         rows.iter().map(Self::Db::rejection_row).collect()
     }
 
@@ -285,7 +327,7 @@ where
         c: &mut <Self::Db as Database>::Connection,
         seqs: &[i64],
     ) -> Result<Vec<Locked>, Error> {
-        sqlx::query(Self::Db::SQL.op_lock)
+        query::<Self::Db>(Self::Db::SQL.op_lock)
             .bind(Self::Db::ids(seqs))
             .fetch_all(c)
             .await
@@ -309,7 +351,7 @@ where
         c: &mut <Self::Db as Database>::Connection,
         seqs: &[i64],
     ) -> Result<(), Error> {
-        sqlx::query(Self::Db::SQL.op_replay)
+        query::<Self::Db>(Self::Db::SQL.op_replay)
             .bind(Self::Db::ids(seqs))
             .execute(c)
             .await
@@ -323,7 +365,7 @@ where
         seqs: &[i64],
         note: &str,
     ) -> Result<(), Error> {
-        sqlx::query(Self::Db::SQL.op_cancel)
+        query::<Self::Db>(Self::Db::SQL.op_cancel)
             .bind(Self::Db::ids(seqs))
             .bind(note)
             .execute(c)
@@ -339,7 +381,7 @@ where
         action: &str,
         details: &str,
     ) -> Result<(), Error> {
-        sqlx::query(Self::Db::SQL.log_insert)
+        query::<Self::Db>(Self::Db::SQL.log_insert)
             .bind(change.actor.as_str())
             .bind(action)
             .bind(change.reason.as_str())
@@ -356,16 +398,16 @@ where
         states: &[&str],
         older_than_ms: i64,
     ) -> Result<Vec<(String, i64)>, Error> {
-        sqlx::query(Self::Db::SQL.purge_count)
-            .bind(Self::Db::names(states))
-            .bind(older_than_ms)
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)?
-            .iter()
-            .map(|r| Ok((r.try_get("state")?, r.try_get("ops")?)))
-            .collect::<Result<Vec<_>, sqlx::Error>>()
-            .map_err(Self::Db::map_err)
+        self.rows(
+            query::<Self::Db>(Self::Db::SQL.purge_count)
+                .bind(Self::Db::names(states))
+                .bind(older_than_ms),
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get("state")?, r.try_get("ops")?)))
+        .collect::<Result<Vec<_>, sqlx::Error>>()
+        .map_err(Self::Db::map_err)
     }
 
     /// `admin_purge.sql`: one batch deleted, the states of its ops.
@@ -375,13 +417,17 @@ where
         older_than_ms: i64,
         batch: usize,
     ) -> Result<Vec<String>, Error> {
-        sqlx::query_scalar(Self::Db::SQL.purge)
-            .bind(Self::Db::names(states))
-            .bind(older_than_ms)
-            .bind(i64::try_from(batch).unwrap_or(i64::MAX))
-            .fetch_all(self.pool())
-            .await
-            .map_err(Self::Db::map_err)
+        self.rows(
+            query::<Self::Db>(Self::Db::SQL.purge)
+                .bind(Self::Db::names(states))
+                .bind(older_than_ms)
+                .bind(i64::try_from(batch).unwrap_or(i64::MAX)),
+        )
+        .await?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(Self::Db::map_err)
     }
 
     /// Adds `filter`'s conditions (fixed fragments, bound values), its order and page size to

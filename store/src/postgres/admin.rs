@@ -39,6 +39,10 @@ impl AdminDb for sqlx::Postgres {
     fn map_err(e: sqlx::Error) -> Error {
         map_err(e)
     }
+
+    fn persistent() -> bool {
+        !super::pooler::through_pooler()
+    }
 }
 
 impl SqlxAdmin for PgStore {
@@ -46,5 +50,9 @@ impl SqlxAdmin for PgStore {
 
     fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    fn pooled(&self) -> bool {
+        self.pooled
     }
 }

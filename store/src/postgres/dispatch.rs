@@ -29,11 +29,10 @@ impl PgStore {
         // Two autocommit statements, never one transaction: a dispatcher paused between
         // statements must not hold row locks a standby needs to take over.
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?
+            .execute_on(self)
+            .await?
             .rows_affected();
-        let rows = sqlx::query(OP_CLAIM_DUE)
+        let rows = query(OP_CLAIM_DUE)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
@@ -42,9 +41,8 @@ impl PgStore {
             .bind(destinations)
             .bind(i64::from(limit))
             .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
         let decoded = rows
             .iter()
             .map(|r| claimed_op(r).map_err(|e| unreadable(r, e)))
@@ -63,7 +61,7 @@ impl PgStore {
             completions.iter().map(Completion::stored_error).collect();
         let excerpts: Vec<Option<String>> =
             completions.iter().map(Completion::stored_excerpt).collect();
-        let applied: Vec<i64> = sqlx::query_scalar(OP_COMPLETE_BATCH_IF_CLAIMED)
+        let rows = query(OP_COMPLETE_BATCH_IF_CLAIMED)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
@@ -102,9 +100,12 @@ impl PgStore {
                     .map(|c| c.trace_context.as_deref())
                     .collect::<Vec<_>>(),
             )
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
+        let applied = rows
+            .iter()
+            .map(|r| r.col("id"))
+            .collect::<Result<Vec<i64>, _>>()?;
         Ok(completions
             .iter()
             .map(|c| applied.contains(&c.seq))
@@ -112,22 +113,18 @@ impl PgStore {
     }
 
     pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
-        let done = sqlx::query(OP_RELEASE_CLAIM)
+        let done = query(OP_RELEASE_CLAIM)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
             .bind(seq)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
     pub(crate) async fn op_stats(&self) -> Result<OpStats, Error> {
-        let r = sqlx::query(OP_STATS)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let r = query(OP_STATS).one_on(self).await?;
         Ok(OpStats {
             pending: r.col("pending")?,
             in_flight: r.col("in_flight")?,
@@ -137,12 +134,11 @@ impl PgStore {
     }
 
     pub(crate) async fn wakeup_set(&self, part: Partition, listening: bool) -> Result<(), Error> {
-        sqlx::query(WAKEUP_SET)
+        query(WAKEUP_SET)
             .bind(part.index() as i32)
             .bind(listening)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(())
     }
 
@@ -151,13 +147,12 @@ impl PgStore {
         part: Partition,
         destinations: &[String],
     ) -> Result<Option<i64>, Error> {
-        let row = sqlx::query(OP_NEXT_DUE)
+        let row = query(OP_NEXT_DUE)
             .bind(part.count() as i32)
             .bind(part.index() as i32)
             .bind(destinations)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .one_on(self)
+            .await?;
         row.col("due_in_ms")
     }
 
@@ -166,12 +161,11 @@ impl PgStore {
         older_than_ms: i64,
         batch: u32,
     ) -> Result<u64, Error> {
-        let gone = sqlx::query(OP_PURGE_FINISHED)
+        let gone = query(OP_PURGE_FINISHED)
             .bind(older_than_ms)
             .bind(i64::from(batch))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
         Ok(gone.len() as u64)
     }
 
@@ -180,26 +174,39 @@ impl PgStore {
         destinations: &[String],
         limit: u32,
     ) -> Result<Vec<(String, i64)>, Error> {
-        let rows = sqlx::query(OP_UNROUTED_LIST)
+        let rows = query(OP_UNROUTED_LIST)
             .bind(destinations)
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
         rows.iter()
             .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
             .collect()
     }
 
+    /// LISTENs for enqueues; `None` through a transaction pooler, where a LISTEN would hold
+    /// whichever server connection it ran on and hear nothing of the next one: then the
+    /// dispatcher polls.
     pub(crate) fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.pooled {
+            tracing::warn!(
+                "no enqueue notifications through a connection pooler in transaction mode \
+                 (LISTEN needs a session of its own): the dispatcher looks for due ops every \
+                 dispatcher.poll_interval instead"
+            );
+            return None;
+        }
         let pool = self.pool.clone();
-        crate::dispatch::keep_watching("enqueue notifications", move || {
-            let (pool, wake) = (pool.clone(), wake.clone());
-            async move { listen_once(&pool, &wake).await }
-        })
+        Some(crate::dispatch::keep_watching(
+            "enqueue notifications",
+            move || {
+                let (pool, wake) = (pool.clone(), wake.clone());
+                async move { listen_once(&pool, &wake).await }
+            },
+        ))
     }
 }
 

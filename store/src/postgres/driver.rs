@@ -32,7 +32,7 @@ impl Driver for PgStore {
 
     async fn begin_migration(&self) -> Result<Self::Tx, Error> {
         let mut tx = self.begin().await?;
-        sqlx::query(MIGRATION_BEGIN)
+        query(MIGRATION_BEGIN)
             .execute(&mut *tx)
             .await
             .map_err(map_err)?;
@@ -48,7 +48,7 @@ impl Driver for PgStore {
     }
 
     async fn migration_table_create(c: &mut PgConnection) -> Result<(), Error> {
-        sqlx::query(MIGRATION_TABLE_CREATE)
+        query(MIGRATION_TABLE_CREATE)
             .execute(c)
             .await
             .map_err(map_err)?;
@@ -56,7 +56,7 @@ impl Driver for PgStore {
     }
 
     async fn migration_list(c: &mut PgConnection) -> Result<Vec<AppliedMigration>, Error> {
-        sqlx::query(MIGRATION_LIST)
+        query(MIGRATION_LIST)
             .fetch_all(c)
             .await
             .map_err(map_err)?
@@ -76,7 +76,7 @@ impl Driver for PgStore {
             .execute(&mut *c)
             .await
             .map_err(map_err)?;
-        sqlx::query(MIGRATION_RECORD)
+        query(MIGRATION_RECORD)
             .bind(m.version)
             .bind(m.name)
             .bind(m.checksum())
@@ -103,7 +103,7 @@ impl Driver for PgStore {
         c: &mut PgConnection,
         resource: &ResourceName,
     ) -> Result<Option<LeaseSeen>, Error> {
-        let row = sqlx::query(LEASE_CHECK)
+        let row = query(LEASE_CHECK)
             .bind(resource.as_str())
             .fetch_optional(c)
             .await
@@ -116,7 +116,7 @@ impl Driver for PgStore {
         destination: &str,
         key: &str,
     ) -> Result<Option<FoundOp>, Error> {
-        sqlx::query(OP_FIND_BY_KEY)
+        query(OP_FIND_BY_KEY)
             .bind(destination)
             .bind(key)
             .fetch_optional(c)
@@ -138,7 +138,7 @@ impl Driver for PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<(), Error> {
-        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+        query(OP_SUPERSEDE_OLDER_PENDING)
             .bind(lease.resource.as_str())
             .bind(op.destination.as_str())
             .bind(lease.token.get())

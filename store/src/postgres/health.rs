@@ -16,19 +16,15 @@ const DESTINATION_HOLD_PURGE: &str = include_str!("../../sql/postgres/destinatio
 
 impl PgStore {
     pub(crate) async fn destination_list(&self) -> Result<Vec<DestinationHealth>, Error> {
-        let rows = sqlx::query(DESTINATION_LIST)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let rows = query(DESTINATION_LIST).all_on(self).await?;
         rows.iter().map(|r| Ok(health_row!(r))).collect()
     }
 
     pub(crate) async fn destination_hold_purge(&self, older_than_ms: i64) -> Result<u64, Error> {
-        let done = sqlx::query(DESTINATION_HOLD_PURGE)
+        let done = query(DESTINATION_HOLD_PURGE)
             .bind(older_than_ms)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(done.rows_affected())
     }
 
@@ -36,11 +32,10 @@ impl PgStore {
         &self,
         since: OffsetDateTime,
     ) -> Result<Vec<(String, Hold)>, Error> {
-        let rows = sqlx::query(DESTINATION_HOLD_LIST)
+        let rows = query(DESTINATION_HOLD_LIST)
             .bind(since)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
         rows.iter()
             .map(|r| {
                 let hold = Hold {
@@ -55,7 +50,7 @@ impl PgStore {
 
 /// `destination_ensure.sql`.
 pub(super) async fn ensure(c: &mut PgConnection, name: &str) -> Result<(), Error> {
-    sqlx::query(DESTINATION_ENSURE)
+    query(DESTINATION_ENSURE)
         .bind(name)
         .execute(c)
         .await
@@ -68,7 +63,7 @@ pub(super) async fn lock(
     c: &mut PgConnection,
     name: &str,
 ) -> Result<(DestinationHealth, OffsetDateTime), Error> {
-    let r = sqlx::query(DESTINATION_LOCK)
+    let r = query(DESTINATION_LOCK)
         .bind(name)
         .fetch_one(c)
         .await
@@ -79,7 +74,7 @@ pub(super) async fn lock(
 /// `destination_write.sql`.
 pub(super) async fn write(c: &mut PgConnection, h: &DestinationHealth) -> Result<(), Error> {
     let pause = h.paused.as_ref();
-    sqlx::query(DESTINATION_WRITE)
+    query(DESTINATION_WRITE)
         .bind(&h.destination)
         .bind(h.state.as_str())
         .bind(h.consecutive_failures.min(i32::MAX as u32) as i32)
@@ -101,7 +96,7 @@ pub(super) async fn write(c: &mut PgConnection, h: &DestinationHealth) -> Result
 
 /// `destination_hold_insert.sql`.
 pub(super) async fn hold_insert(c: &mut PgConnection, name: &str, hold: Hold) -> Result<(), Error> {
-    sqlx::query(DESTINATION_HOLD_INSERT)
+    query(DESTINATION_HOLD_INSERT)
         .bind(name)
         .bind(hold.from)
         .bind(hold.until)

@@ -19,13 +19,12 @@ impl PgStore {
         owner: OwnerId,
         ttl_ms: i64,
     ) -> Result<Option<(FencingToken, OffsetDateTime)>, Error> {
-        let row = sqlx::query(LEASE_ACQUIRE_IF_FREE)
+        let row = query(LEASE_ACQUIRE_IF_FREE)
             .bind(resource.as_str())
             .bind(owner.as_uuid())
             .bind(ttl_ms)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .optional_on(self)
+            .await?;
         row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
             .transpose()
     }
@@ -37,14 +36,13 @@ impl PgStore {
         token: FencingToken,
         ttl_ms: i64,
     ) -> Result<Option<OffsetDateTime>, Error> {
-        let row = sqlx::query(LEASE_RENEW_IF_OWNER)
+        let row = query(LEASE_RENEW_IF_OWNER)
             .bind(resource.as_str())
             .bind(owner.as_uuid())
             .bind(token.get())
             .bind(ttl_ms)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .optional_on(self)
+            .await?;
         row.map(|r| r.col("expires_at")).transpose()
     }
 
@@ -54,21 +52,17 @@ impl PgStore {
         owner: OwnerId,
         token: FencingToken,
     ) -> Result<bool, Error> {
-        let done = sqlx::query(LEASE_RELEASE_IF_OWNER)
+        let done = query(LEASE_RELEASE_IF_OWNER)
             .bind(resource.as_str())
             .bind(owner.as_uuid())
             .bind(token.get())
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
     pub(crate) async fn lease_list(&self) -> Result<Vec<LeaseRow>, Error> {
-        let rows = sqlx::query(LEASE_LIST)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let rows = query(LEASE_LIST).all_on(self).await?;
         rows.iter()
             .map(|r| {
                 Ok(LeaseRow {
@@ -89,14 +83,13 @@ impl PgStore {
         lease: &Lease,
         partitions: u32,
     ) -> Result<bool, Error> {
-        let done = sqlx::query(LEASE_SET_PARTITIONS_IF_OWNER)
+        let done = query(LEASE_SET_PARTITIONS_IF_OWNER)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
             .bind(lease.token.get())
             .bind(partitions as i32)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -105,12 +98,11 @@ impl PgStore {
         resources: &[String],
         partitions: u32,
     ) -> Result<Vec<(String, u32)>, Error> {
-        let rows = sqlx::query(LEASE_LIST_PARTITION_CONFLICTS)
+        let rows = query(LEASE_LIST_PARTITION_CONFLICTS)
             .bind(resources)
             .bind(partitions as i32)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .all_on(self)
+            .await?;
         rows.iter()
             .map(|r| Ok((r.col("resource")?, r.col::<i32>("partitions")? as u32)))
             .collect()

@@ -9,34 +9,29 @@ const INSTANCE_LIST: &str = include_str!("../../sql/postgres/instance_list.sql")
 
 impl PgStore {
     pub(crate) async fn instance_heartbeat(&self, beat: &InstanceBeat) -> Result<(), Error> {
-        sqlx::query(INSTANCE_HEARTBEAT)
+        query(INSTANCE_HEARTBEAT)
             .bind(beat.instance_id)
             .bind(&beat.host)
             .bind(i64::from(beat.pid))
             .bind(beat.ttl_ms())
             .bind(beat.partitions as i32)
             .bind(beat.led as i32)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(())
     }
 
     pub(crate) async fn instance_leave(&self, instance_id: Option<Uuid>) -> Result<u64, Error> {
-        let done = sqlx::query(INSTANCE_LEAVE)
+        let done = query(INSTANCE_LEAVE)
             .bind(instance_id)
             .bind(FORGET_GONE_AFTER.as_millis() as i64)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(done.rows_affected())
     }
 
     pub(crate) async fn instance_list(&self) -> Result<Vec<InstanceRow>, Error> {
-        let rows = sqlx::query(INSTANCE_LIST)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let rows = query(INSTANCE_LIST).all_on(self).await?;
         rows.iter()
             .map(|r| {
                 Ok(InstanceRow {

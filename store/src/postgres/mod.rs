@@ -11,12 +11,16 @@ mod health;
 mod lease;
 mod membership;
 mod partitioning;
+mod pooler;
+
+use pooler::OnStore as _;
+pub(crate) use pooler::query;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use sqlx::Row as _;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
-use sqlx::{Connection as _, Row as _};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -52,10 +56,13 @@ pub(crate) struct PgStore {
     /// How this store's transactions begin: `BEGIN`, and for a dispatcher a `SET LOCAL` in
     /// the same round trip.
     begin: Arc<str>,
+    /// A connection pooler in transaction mode is in between (`pooler.rs`).
+    pooled: bool,
 }
 
 impl PgStore {
     pub(crate) async fn connect(url: &str, options: &StoreOptions) -> Result<Self, Error> {
+        let (url, pooler) = pooler::split_url(url)?;
         let connect: PgConnectOptions = url.parse().map_err(map_err)?;
         // No startup options and no session-level SET: a connection pooler in transaction mode
         // refuses the one and leaks the other to whichever client gets the server connection
@@ -73,19 +80,25 @@ impl PgStore {
         } else {
             "BEGIN".into()
         };
-        // One direct connection first: a pool retries failed connects until its timeout and
-        // then reports only that it timed out; this reports the real cause at once.
-        PgConnection::connect_with(&connect)
-            .await
-            .map_err(map_err)?
-            .close()
-            .await
-            .map_err(map_err)?;
+        // Connections first, outside the pool: a pool retries failed connects until its
+        // timeout and then reports only that it timed out; this reports the real cause at
+        // once. They also tell whether a transaction pooler is in between.
+        let pooled = pooler::detect(&connect, pooler).await?;
+        if pooled {
+            tracing::info!(
+                "PostgreSQL is reached through a connection pooler in transaction mode: every \
+                 statement is unnamed and runs in a transaction of its own"
+            );
+        }
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
-        Ok(PgStore { pool, begin })
+        Ok(PgStore {
+            pool,
+            begin,
+            pooled,
+        })
     }
 
     pub(crate) async fn close(&self) {
@@ -99,7 +112,9 @@ impl PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
-        if op.supersede_pending {
+        // Through a transaction pooler the first try's unique violation would end the
+        // transaction its fallback needs: the transaction's path, which cannot violate.
+        if op.supersede_pending || self.pooled {
             return enqueue::in_transaction(self, lease, op).await;
         }
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
@@ -126,7 +141,7 @@ impl PgStore {
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         // A key that exists already, or twice in the batch, fails this statement with a unique
         // violation and nothing written; the transaction below then sorts it out.
-        if !ops.iter().any(|o| o.supersede_pending) {
+        if !self.pooled && !ops.iter().any(|o| o.supersede_pending) {
             match batch_query(OP_INSERT_BATCH_NEW_IF_LEASE_HELD, lease, ops)
                 .fetch_one(&self.pool)
                 .await
@@ -159,7 +174,7 @@ impl PgStore {
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
-        sqlx::query(REJECTION_INSERT)
+        query(REJECTION_INSERT)
             .bind(r.resource.as_str())
             .bind(r.owner_id.as_uuid())
             .bind(r.token.get())
@@ -168,18 +183,13 @@ impl PgStore {
             .bind(r.idempotency_key.as_ref().map(IdempotencyKey::as_str))
             .bind(r.stage)
             .bind(r.reason)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(())
     }
 
     pub(crate) async fn rejection_list(&self, limit: i64) -> Result<Vec<RejectionRow>, Error> {
-        let rows = sqlx::query(REJECTION_LIST)
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let rows = query(REJECTION_LIST).bind(limit).all_on(self).await?;
         rows.iter().map(rejection_row).collect()
     }
 }
@@ -187,7 +197,7 @@ impl PgStore {
 /// An enqueue statement (`op_insert_if_lease_held.sql`, with or without its arbiter) bound to
 /// `op` under `lease`.
 fn insert_query<'q>(sql: &'static str, lease: &'q Lease, op: &'q NewOp) -> Query<'q> {
-    sqlx::query(sql)
+    query(sql)
         .bind(lease.resource.as_str())
         .bind(lease.owner_id.as_uuid())
         .bind(lease.token.get())
@@ -214,7 +224,7 @@ fn batch_query<'q>(sql: &'static str, lease: &'q Lease, ops: &'q [NewOp]) -> Que
     fn each<'q, T>(ops: &'q [NewOp], f: impl Fn(&'q NewOp) -> T) -> Vec<T> {
         ops.iter().map(f).collect()
     }
-    sqlx::query(sql)
+    query(sql)
         .bind(lease.resource.as_str())
         .bind(lease.owner_id.as_uuid())
         .bind(lease.token.get())
@@ -289,7 +299,7 @@ type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, PgArguments>;
 /// A statement whose parameters are a partition's lease and the partition: $1 resource,
 /// $2 owner id, $3 token, $4 partition count, $5 partition index.
 fn with_partition_lease<'q>(sql: &'static str, lease: &'q Lease, part: Partition) -> Query<'q> {
-    sqlx::query(sql)
+    query(sql)
         .bind(lease.resource.as_str())
         .bind(lease.owner_id.as_uuid())
         .bind(lease.token.get())
@@ -321,6 +331,10 @@ pub(crate) fn map_err(e: sqlx::Error) -> Error {
             // admin/crash shutdown, cannot connect now, too many connections, connection exceptions
             Some("57P01" | "57P02" | "57P03" | "53300") => StoreErrorKind::Unavailable,
             Some(code) if code.starts_with("08") => StoreErrorKind::Unavailable,
+            // read_only_sql_transaction: this connection reached a standby (after a failover,
+            // through a stale address), which is the database being unavailable, not the op
+            // being bad.
+            Some("25006") => StoreErrorKind::Unavailable,
             _ => StoreErrorKind::Other,
         },
         sqlx::Error::Io(_)
@@ -330,5 +344,12 @@ pub(crate) fn map_err(e: sqlx::Error) -> Error {
         | sqlx::Error::WorkerCrashed => StoreErrorKind::Unavailable,
         _ => StoreErrorKind::Other,
     };
-    Error::Store(StoreError::new(Backend::Postgres, kind, e))
+    match pooler::hint(&e) {
+        Some(hint) => Error::Store(StoreError::new(
+            Backend::Postgres,
+            kind,
+            pooler::Hinted::new(e, hint),
+        )),
+        None => Error::Store(StoreError::new(Backend::Postgres, kind, e)),
+    }
 }

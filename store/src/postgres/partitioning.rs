@@ -11,10 +11,7 @@ const PARTITION_COUNT_WRITE: &str = include_str!("../../sql/postgres/partition_c
 
 impl PgStore {
     pub(crate) async fn partition_count(&self) -> Result<Option<PartitionCount>, Error> {
-        let row = sqlx::query(PARTITION_COUNT_GET)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(map_err)?;
+        let row = query(PARTITION_COUNT_GET).optional_on(self).await?;
         row.map(|r| {
             Ok(PartitionCount {
                 partitions: r.col::<i32>("partitions")?.max(0) as u32,
@@ -32,13 +29,12 @@ impl PgStore {
         by: &str,
         reason: &str,
     ) -> Result<(), Error> {
-        sqlx::query(PARTITION_COUNT_ADOPT)
+        query(PARTITION_COUNT_ADOPT)
             .bind(partitions as i32)
             .bind(by)
             .bind(reason)
-            .execute(&self.pool)
-            .await
-            .map_err(map_err)?;
+            .execute_on(self)
+            .await?;
         Ok(())
     }
 }
@@ -46,6 +42,7 @@ impl PgStore {
 /// `partition_count_lock.sql`.
 pub(super) async fn lock(c: &mut PgConnection) -> Result<Option<u32>, Error> {
     let n: Option<i32> = sqlx::query_scalar(PARTITION_COUNT_LOCK)
+        .persistent(!super::pooler::through_pooler())
         .fetch_optional(c)
         .await
         .map_err(map_err)?;
@@ -58,7 +55,7 @@ pub(super) async fn write(
     partitions: u32,
     change: &Change,
 ) -> Result<(), Error> {
-    sqlx::query(PARTITION_COUNT_WRITE)
+    query(PARTITION_COUNT_WRITE)
         .bind(partitions as i32)
         .bind(&change.actor)
         .bind(&change.reason)

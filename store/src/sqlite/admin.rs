@@ -40,6 +40,10 @@ impl AdminDb for sqlx::Sqlite {
     fn map_err(e: sqlx::Error) -> Error {
         map_err(e)
     }
+
+    fn persistent() -> bool {
+        true
+    }
 }
 
 impl SqlxAdmin for SqliteStore {
@@ -47,6 +51,10 @@ impl SqlxAdmin for SqliteStore {
 
     fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    fn pooled(&self) -> bool {
+        false
     }
 }
 
