@@ -533,6 +533,40 @@ async fn a_failed_connection_never_prints_the_password(worker: Worker) {
     }
 }
 
+/// Through PgBouncer in transaction mode (issue 27), with only the URL's host and port changed:
+/// the seed's race (A paused past its lease, B takes over, A's enqueue refused with B's token,
+/// the rejection kept) and then a run that enqueues, each worker connection's statements
+/// spread over whichever server connections PgBouncer hands out.
+async fn g4_through_pgbouncer_the_race_is_refused_and_a_run_enqueues(worker: Worker) {
+    use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
+    let db = migrated().await;
+    let pgbouncer = PgBouncer::start(db.url(), PoolMode::Transaction)
+        .unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
+    let url = pgbouncer.in_front_of(db.url());
+    let args = |command| [command, "--account", ACCOUNT, "--period", PERIOD];
+    let out = worker.run_on(&url, &args("stale-demo")).await;
+    out.exits(3).in_order(&[
+        &format!("A acquired {RESOURCE} token 1 "),
+        &format!("B acquired {RESOURCE} token 2 "),
+        &format!("A stale owner: token 1 rejected for {RESOURCE}, current token 2 (OB001)"),
+        &format!("B released {RESOURCE} token 2"),
+    ]);
+    assert!(db.ops().await.is_empty(), "no op of A's: {out}");
+    assert_eq!(
+        rejections(&db).await,
+        [(RESOURCE.to_owned(), 1, Some(2), "stale".to_owned())],
+        "{out}\nPgBouncer's log:\n{}",
+        pgbouncer.log()
+    );
+    let out = worker.run_on(&url, &args("run")).await;
+    out.exits(0).in_order(&[
+        &format!("acquired {RESOURCE} token 3 "),
+        "enqueued op ",
+        "committed",
+    ]);
+    assert_eq!(counts(&db).await, (1, 1, 1), "{out}");
+}
+
 /// One test per case and language: `python::case` and `node::case`.
 macro_rules! each_worker {
     ($($test:ident),* $(,)?) => {
@@ -563,6 +597,7 @@ each_worker!(
     g4_an_expired_lease_is_rejected_and_nothing_is_written,
     g10_invalid_input_is_refused_by_field_and_writes_nothing,
     a_failed_connection_never_prints_the_password,
+    g4_through_pgbouncer_the_race_is_refused_and_a_run_enqueues,
 );
 
 /// G7 across languages: the two workers build the same request byte for byte, so a statement

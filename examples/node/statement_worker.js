@@ -107,7 +107,7 @@ function isDatabaseError(e) {
   return e instanceof Error && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code);
 }
 
-async function connect(url, minTtl, secrets) {
+async function connect(url, secrets) {
   let client;
   try {
     client = new Client({ connectionString: url, connectionTimeoutMillis: 10000 });
@@ -124,14 +124,6 @@ async function connect(url, minTtl, secrets) {
   } catch (e) {
     throw new Stop(EXIT.error, `cannot connect: ${secrets.redact(firstLine(e.message))}`);
   }
-  if (minTtl !== undefined) {
-    try {
-      await client.query("SELECT set_config('outbox.lease_min_ttl', $1, false)", [minTtl]);
-    } catch (e) {
-      await client.end().catch(() => {});
-      throw e;
-    }
-  }
   return client;
 }
 
@@ -144,12 +136,25 @@ async function ensureTable(client) {
   }
 }
 
-async function acquire(client, resource, ttl) {
-  // expires_at as text: a JS Date would drop the microseconds the database clock decides by.
-  const { rows } = await client.query(
-    'SELECT owner_id, token, expires_at::text AS expires_at FROM outbox.try_acquire($1, $2::interval)',
-    [resource, ttl],
-  );
+async function acquire(client, resource, ttl, minTtl) {
+  // The TTL bound is set for this transaction only (SET LOCAL): a session setting would stay on
+  // the server connection, for whichever client a pooler (PgBouncer) hands it to next.
+  await client.query('BEGIN');
+  let rows;
+  try {
+    if (minTtl !== undefined) {
+      await client.query("SELECT set_config('outbox.lease_min_ttl', $1, true)", [minTtl]);
+    }
+    // expires_at as text: a JS Date would drop the microseconds the database clock decides by.
+    ({ rows } = await client.query(
+      'SELECT owner_id, token, expires_at::text AS expires_at FROM outbox.try_acquire($1, $2::interval)',
+      [resource, ttl],
+    ));
+    await client.query('COMMIT');
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw e;
+  }
   if (rows.length === 0) return null;
   return { resource, ownerId: rows[0].owner_id, token: rows[0].token, expiresAt: rows[0].expires_at };
 }
@@ -322,7 +327,7 @@ function explain(error, lease, args, secrets) {
 }
 
 async function take(client, args, prefix) {
-  const lease = await acquire(client, args.resource, args.ttl);
+  const lease = await acquire(client, args.resource, args.ttl, args.minTtl);
   if (lease === null) {
     throw new Stop(EXIT.busy, `busy: ${args.resource} is held by another owner; try again later`);
   }
@@ -341,7 +346,7 @@ function build(args, prefix) {
 }
 
 async function run(args, secrets) {
-  const client = await connect(args.databaseUrl, args.minTtl, secrets);
+  const client = await connect(args.databaseUrl, secrets);
   let lease = null;
   try {
     const p = client.connectionParameters;
@@ -377,12 +382,12 @@ async function run(args, secrets) {
 }
 
 async function staleDemo(args, secrets) {
-  const aClient = await connect(args.databaseUrl, args.minTtl, secrets);
+  const aClient = await connect(args.databaseUrl, secrets);
   let bClient;
   let a = null;
   let b = null;
   try {
-    bClient = await connect(args.databaseUrl, args.minTtl, secrets);
+    bClient = await connect(args.databaseUrl, secrets);
     await ensureTable(aClient);
     a = await take(aClient, args, 'A ');
     const body = build(args, 'A ');
@@ -390,7 +395,7 @@ async function staleDemo(args, secrets) {
     await waitPast(aClient, a);
     const deadline = Date.now() + 30000;
     while (b === null) {
-      b = await acquire(bClient, args.resource, args.ttl);
+      b = await acquire(bClient, args.resource, args.ttl, args.minTtl);
       if (b === null) {
         if (Date.now() > deadline) {
           throw new Stop(EXIT.error, `B could not take ${args.resource} over within 30 s`);
@@ -430,7 +435,7 @@ options:
   --period YYYY-MM       the statement's month (default 2026-07)
   --destination NAME     the destination's name in the dispatcher's config (default statements)
   --ttl INTERVAL         lease time to live, a PostgreSQL interval (default 30s; stale-demo 1s)
-  --min-ttl INTERVAL     set outbox.lease_min_ttl for this session (default 5s; stale-demo 1s)
+  --min-ttl INTERVAL     set outbox.lease_min_ttl for each acquisition (default 5s; stale-demo 1s)
   --note TEXT            add a note to the statement: another body under the same idempotency key
   --fail-after-enqueue   raise after the enqueue, before commit: the transaction rolls back
   --pause-past-lease     after building, wait until the lease expired by the database clock

@@ -110,14 +110,15 @@ def say(prefix: str, line: str) -> None:
     print(prefix + line, flush=True)
 
 
-def connect(url: str, min_ttl: str | None, secrets: Secrets) -> psycopg.Connection:
+def connect(url: str, secrets: Secrets) -> psycopg.Connection:
+    # prepare_threshold=None: no statement is prepared on the server, so the worker also runs
+    # through a connection pooler in transaction mode (PgBouncer), where the next transaction
+    # may reach another server.
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10, prepare_threshold=None)
     except psycopg.Error as e:
         raise Stop(EXIT_ERROR, "cannot connect: " + secrets.redact(first_line(str(e)))) from None
     conn.add_notice_handler(warn)
-    if min_ttl is not None:
-        conn.execute("SELECT set_config('outbox.lease_min_ttl', %s, false)", (min_ttl,))
     return conn
 
 
@@ -142,11 +143,16 @@ def ensure_table(conn: psycopg.Connection) -> None:
         conn.execute(CREATE_TABLE)
 
 
-def acquire(conn: psycopg.Connection, resource: str, ttl: str) -> Lease | None:
-    row = conn.execute(
-        "SELECT owner_id, token, expires_at FROM outbox.try_acquire(%s, %s::interval)",
-        (resource, ttl),
-    ).fetchone()
+def acquire(conn: psycopg.Connection, resource: str, ttl: str, min_ttl: str | None) -> Lease | None:
+    # The TTL bound is set for this transaction only (SET LOCAL): a session setting would stay
+    # on the server connection, for whichever client a pooler hands it to next.
+    with conn.transaction():
+        if min_ttl is not None:
+            conn.execute("SELECT set_config('outbox.lease_min_ttl', %s, true)", (min_ttl,))
+        row = conn.execute(
+            "SELECT owner_id, token, expires_at FROM outbox.try_acquire(%s, %s::interval)",
+            (resource, ttl),
+        ).fetchone()
     return None if row is None else Lease(resource, row[0], row[1], row[2])
 
 
@@ -295,7 +301,7 @@ def explain(error: psycopg.Error, lease: Lease | None, args, secrets: Secrets) -
 
 
 def take(conn, args, prefix: str) -> Lease:
-    lease = acquire(conn, args.resource, args.ttl)
+    lease = acquire(conn, args.resource, args.ttl, args.min_ttl)
     if lease is None:
         raise Stop(EXIT_BUSY, f"busy: {args.resource} is held by another owner; try again later")
     say(prefix, f"acquired {lease.resource} token {lease.token} owner {lease.owner_id} ttl {args.ttl}")
@@ -313,7 +319,7 @@ def build(args, prefix: str) -> bytes:
 
 
 def run(args, secrets: Secrets) -> int:
-    conn = connect(args.database_url, args.min_ttl, secrets)
+    conn = connect(args.database_url, secrets)
     lease = None
     try:
         info = conn.info
@@ -344,8 +350,8 @@ def run(args, secrets: Secrets) -> int:
 
 
 def stale_demo(args, secrets: Secrets) -> int:
-    a_conn = connect(args.database_url, args.min_ttl, secrets)
-    b_conn = connect(args.database_url, args.min_ttl, secrets)
+    a_conn = connect(args.database_url, secrets)
+    b_conn = connect(args.database_url, secrets)
     a = b = None
     try:
         ensure_table(a_conn)
@@ -355,7 +361,7 @@ def stale_demo(args, secrets: Secrets) -> int:
         wait_past(a_conn, a)
         deadline = time.monotonic() + 30
         while b is None:
-            b = acquire(b_conn, args.resource, args.ttl)
+            b = acquire(b_conn, args.resource, args.ttl, args.min_ttl)
             if b is None:
                 if time.monotonic() > deadline:
                     raise Stop(EXIT_ERROR, f"B could not take {args.resource} over within 30 s")
@@ -400,7 +406,7 @@ def parse_args(argv: list[str]):
     common.add_argument(
         "--min-ttl",
         default=None,
-        help="set outbox.lease_min_ttl for this session (default 5s; stale-demo 1s)",
+        help="set outbox.lease_min_ttl for each acquisition (default 5s; stale-demo 1s)",
     )
     common.add_argument(
         "--note",
