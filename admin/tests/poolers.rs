@@ -3,54 +3,104 @@
 //! startup options and no session-level `SET`, so the pooler lets it in and nothing of one
 //! command's session reaches the next.
 //!
-//! Session mode is what runs here today; transaction mode also needs the store to keep no named
-//! prepared statement across transactions, which is the next step of issue 27.
+//! In transaction mode the store finds the pooler at connect, so every statement is unnamed and
+//! runs in a transaction: nothing one command prepared is on the server the next one gets.
 
 use outbox_tests::TestDb;
 use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
 
-/// `outboxctl` commands one after another through the pooler, each on a connection PgBouncer
-/// may have served to another client before: none fails on what an earlier one left.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn outboxctl_commands_run_one_after_another_through_pgbouncer_in_session_mode() {
+/// Runs `outboxctl` with `args` against `url`; its output, or a failure with PgBouncer's log.
+async fn ctl(url: &str, args: &[&str], pgbouncer: &PgBouncer) -> String {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        .arg("--database-url")
+        .arg(url)
+        .args(args)
+        .output()
+        .await
+        .expect("run outboxctl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "outboxctl {args:?}: {text}\nPgBouncer's log:\n{}",
+        pgbouncer.log()
+    );
+    text
+}
+
+/// `outboxctl` commands one after another through the pooler, each a new process whose
+/// connections PgBouncer may have served to another client before: migrate, a lease, a fenced
+/// enqueue and its retry (a duplicate), the reads, a cancel (a transaction with its log row).
+async fn outboxctl_commands_run_one_after_another_through(mode: PoolMode) {
     let db = TestDb::postgres().await;
-    let pgbouncer = PgBouncer::start(db.url(), PoolMode::Session)
-        .unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
+    let pgbouncer =
+        PgBouncer::start(db.url(), mode).unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
     let url = pgbouncer.in_front_of(db.url());
-    let ctl = env!("CARGO_BIN_EXE_outboxctl");
-    let acquired = [
-        "lease",
-        "acquire",
+    ctl(&url, &["migrate"], &pgbouncer).await;
+    ctl(&url, &["status"], &pgbouncer).await;
+    let lease = ctl(
+        &url,
+        &[
+            "--json",
+            "lease",
+            "acquire",
+            "--resource",
+            "invoice:7",
+            "--ttl",
+            "60s",
+        ],
+        &pgbouncer,
+    )
+    .await;
+    let lease: serde_json::Value = serde_json::from_str(lease.trim()).expect("lease JSON");
+    let owner = lease["owner_id"].as_str().expect("owner_id").to_owned();
+    let token = lease["token"].to_string();
+    let enqueue = [
+        "--json",
+        "enqueue",
         "--resource",
         "invoice:7",
-        "--ttl",
-        "60s",
+        "--owner-id",
+        &owner,
+        "--token",
+        &token,
+        "--destination",
+        "billing",
+        "--path",
+        "/v1/invoices/7",
+        "--body",
+        "{}",
+        "--idempotency-key",
+        "invoice-7",
     ];
-    for args in [
-        &["migrate"][..],
-        &["status"],
-        &acquired,
-        &["lease", "list"],
-        &["list"],
-        &["status"],
-    ] {
-        let mut all = vec!["--database-url", url.as_str()];
-        all.extend_from_slice(args);
-        let out = tokio::process::Command::new(ctl)
-            .args(&all)
-            .output()
-            .await
-            .expect("run outboxctl");
-        let ok = out.status.success();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            ok,
-            "outboxctl {args:?}: {text}\nPgBouncer's log:\n{}",
-            pgbouncer.log()
-        );
-    }
+    let first = ctl(&url, &enqueue, &pgbouncer).await;
+    let again = ctl(&url, &enqueue, &pgbouncer).await;
+    assert!(first.contains("\"duplicate\":false"), "{first}");
+    assert!(again.contains("\"duplicate\":true"), "{again}");
+    ctl(&url, &["lease", "list"], &pgbouncer).await;
+    let list = ctl(&url, &["list"], &pgbouncer).await;
+    assert!(list.contains("invoice-7"), "{list}");
+    ctl(&url, &["show", "1"], &pgbouncer).await;
+    ctl(
+        &url,
+        &["cancel", "1", "--reason", "pooler test"],
+        &pgbouncer,
+    )
+    .await;
+    let shown = ctl(&url, &["--json", "show", "1"], &pgbouncer).await;
+    assert!(shown.contains("\"cancelled\""), "{shown}");
+    ctl(&url, &["status"], &pgbouncer).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outboxctl_commands_run_one_after_another_through_pgbouncer_in_session_mode() {
+    outboxctl_commands_run_one_after_another_through(PoolMode::Session).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outboxctl_commands_run_one_after_another_through_pgbouncer_in_transaction_mode() {
+    outboxctl_commands_run_one_after_another_through(PoolMode::Transaction).await;
 }

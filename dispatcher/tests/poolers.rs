@@ -2,8 +2,8 @@
 //! and port (`admin/tests/poolers.rs` runs `outboxctl` the same way): the store sends no startup options and no session-level `SET`, so the pooler lets it in and
 //! nothing of one client's session reaches another.
 //!
-//! Session mode is what runs here today; transaction mode also needs the store to keep no named
-//! prepared statement across transactions, which is the next step of issue 27.
+//! In transaction mode the store finds the pooler at connect, so every statement is unnamed and
+//! runs in a transaction, and the dispatcher polls instead of LISTENing.
 
 use outbox_tests::TestDb;
 use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
@@ -28,10 +28,9 @@ async fn run(program: &str, args: &[&str]) -> (bool, String) {
 
 /// The seed's story (two workers, an expired lease, a stale enqueue refused, one delivery)
 /// told by the real binary with its database behind PgBouncer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_seed_story_runs_through_pgbouncer_in_session_mode() {
+async fn the_seed_story_runs_through(mode: PoolMode) {
     let db = TestDb::postgres().await;
-    let pgbouncer = bouncer(&db, PoolMode::Session);
+    let pgbouncer = bouncer(&db, mode);
     let url = pgbouncer.in_front_of(db.url());
     let (ok, text) = run(
         env!("CARGO_BIN_EXE_outbox-dispatcher"),
@@ -47,4 +46,14 @@ async fn the_seed_story_runs_through_pgbouncer_in_session_mode() {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
     assert!(!text.contains("FAIL"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_story_runs_through_pgbouncer_in_session_mode() {
+    the_seed_story_runs_through(PoolMode::Session).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_story_runs_through_pgbouncer_in_transaction_mode() {
+    the_seed_story_runs_through(PoolMode::Transaction).await;
 }

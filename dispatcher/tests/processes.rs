@@ -22,10 +22,10 @@ struct Dispatcher {
     _config: tempfile::NamedTempFile,
 }
 
-/// A config file for a dispatcher on `db` with one destination `statements` at `receiver`,
+/// A config file for a dispatcher on the database at `url` with one destination `statements` at `receiver`,
 /// `/metrics` on `port`, and `dispatcher_keys` (whole lines) in `[dispatcher]`.
 fn config_file(
-    db: &TestDb,
+    url: &str,
     receiver: &Receiver,
     dispatcher_keys: &str,
     port: u16,
@@ -34,7 +34,6 @@ fn config_file(
         "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n{dispatcher_keys}\
          listen = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[destinations.statements]\nbase_url = \"{base}\"\n\
          timeout = \"2s\"\nretry = {{ base = \"100ms\", cap = \"500ms\" }}\n",
-        url = db.url(),
         base = receiver.url()
     );
     let config = tempfile::NamedTempFile::new().unwrap();
@@ -83,8 +82,19 @@ impl Dispatcher {
         env: &[(&str, &str)],
         unset: &[&str],
     ) -> Dispatcher {
+        Dispatcher::launch_at(db.url(), receiver, dispatcher_keys, env, unset)
+    }
+
+    /// As [`Dispatcher::launch`], on the database at `url` (a pooler in front of a test's).
+    fn launch_at(
+        url: &str,
+        receiver: &Receiver,
+        dispatcher_keys: &str,
+        env: &[(&str, &str)],
+        unset: &[&str],
+    ) -> Dispatcher {
         let port = free_port();
-        let config = config_file(db, receiver, dispatcher_keys, port);
+        let config = config_file(url, receiver, dispatcher_keys, port);
         let mut command = command(&config);
         command.envs(env.iter().copied());
         for name in unset {
@@ -281,7 +291,29 @@ async fn g9_a_paused_leader_is_replaced_and_its_completion_is_discarded(db: Test
     } else {
         (b, a)
     };
+    // On SQLite a process stopped inside a write transaction keeps the database's one write
+    // lock (docs/scaling.md, "What a pause can still do"): nobody could take over. That pause
+    // is not the one this test is about, so the leader is resumed and stopped again, while the
+    // destination still holds its request.
+    let mut stops = 1;
     leader.signal("-STOP");
+    while !writes_go_through(&outbox, Duration::from_millis(300)).await {
+        assert!(
+            stops < 3,
+            "the leader was stopped holding the write lock {stops} times"
+        );
+        eprintln!(
+            "the leader was stopped holding the database's write lock; resumed to stop it again"
+        );
+        leader.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        leader.signal("-STOP");
+        stops += 1;
+    }
+    assert!(
+        !receiver.open().is_empty(),
+        "the leader was stopped after its request was answered ({stops} stops)"
+    );
     enqueue(
         &outbox,
         "statement:3",
@@ -674,6 +706,13 @@ fn out_of_order(received: &[Received]) -> Vec<String> {
     found
 }
 
+/// Whether a write (a lease acquisition) gets through within `wait`: on SQLite it does not while
+/// a stopped process holds the database's one write lock.
+async fn writes_go_through(outbox: &Outbox, wait: Duration) -> bool {
+    let probe = outbox.try_acquire("probe", Duration::from_secs(1));
+    tokio::time::timeout(wait, probe).await.is_ok()
+}
+
 /// Stops `b` (SIGSTOP) while the destination holds one of its requests (those of its
 /// partitions are held while `held` has their bits), at a moment it holds no write lock;
 /// returns how many stops that took.
@@ -711,11 +750,7 @@ async fn stop_mid_attempt(
         // On SQLite a process stopped inside a write transaction keeps the database's one
         // write lock: every other writer (dispatchers, producers) waits until it resumes, and
         // nobody can take its partitions over. That pause is not the one this test is about.
-        let probe = outbox.try_acquire("probe", Duration::from_secs(1));
-        if tokio::time::timeout(Duration::from_secs(2), probe)
-            .await
-            .is_ok()
-        {
+        if writes_go_through(outbox, Duration::from_secs(2)).await {
             held.store(0, Ordering::Relaxed);
             return tries;
         }
@@ -1035,6 +1070,48 @@ async fn g6_postgres_restart_mid_run_loses_nothing_and_listen_resumes() {
     assert_eq!(receiver.received().len(), 3);
 }
 
+/// Through PgBouncer in transaction mode (issue 27), producer and dispatchers alike: the leader
+/// is SIGKILLed mid-attempt, a second process takes over, and every op is delivered, the
+/// interrupted one again with its key; nothing else is sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_through_pgbouncer_a_killed_dispatcher_is_replaced_and_nothing_is_lost() {
+    use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
+    let db = TestDb::postgres().await;
+    let pgbouncer = PgBouncer::start(db.url(), PoolMode::Transaction)
+        .unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
+    let url = pgbouncer.in_front_of(db.url());
+    let store = Store::connect(&url, TestDb::options()).await.unwrap();
+    store.migrate().await.unwrap();
+    let outbox = Outbox::from_store(store);
+    let receiver = Receiver::start().await;
+    receiver.script(
+        "/v1/statements",
+        [Reply::status(200).after(Duration::from_millis(1500))],
+    );
+    enqueue(&outbox, "statement:1", &["st-1"]).await;
+    let first = Dispatcher::launch_at(&url, &receiver, "poll_interval = \"100ms\"\n", &[], &[]);
+    wait_until(
+        Duration::from_secs(30),
+        "the request reached the destination",
+        || async { !receiver.received().is_empty() },
+    )
+    .await;
+    first.signal("-KILL");
+    drop(first);
+    let second = Dispatcher::launch_at(&url, &receiver, "poll_interval = \"100ms\"\n", &[], &[]);
+    enqueue(&outbox, "statement:2", &["st-2", "st-3"]).await;
+    all_delivered(&db, 3).await;
+    second.stop();
+    let mut keys = receiver.idempotency_keys();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["st-1", "st-1", "st-2", "st-3"],
+        "{}",
+        pgbouncer.log()
+    );
+}
+
 /// `check-config` validates and prints the effective configuration with secrets as ***; an
 /// invalid file exits non-zero naming the key.
 #[test]
@@ -1327,7 +1404,7 @@ async fn g12_a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     enqueue(&outbox, "counted", &keys).await;
     let config = config_file(
-        &db,
+        db.url(),
         &receiver,
         "poll_interval = \"100ms\"\npartitions = 2\n",
         free_port(),
