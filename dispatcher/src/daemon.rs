@@ -318,6 +318,10 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
         max_connections: config.max_connections,
         application_name: "outbox-dispatcher".to_owned(),
         dispatcher_sessions: true,
+        listen_url: config
+            .database_listen_url
+            .as_ref()
+            .map(|u| u.expose().to_owned()),
         ..StoreOptions::default()
     };
     let mut backoff = Duration::from_millis(200);

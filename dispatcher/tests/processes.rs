@@ -1112,6 +1112,50 @@ async fn g6_through_pgbouncer_a_killed_dispatcher_is_replaced_and_nothing_is_los
     );
 }
 
+/// Through PgBouncer in transaction mode a LISTEN hears nothing; with `database.listen_url`
+/// (here `OUTBOX_DATABASE_LISTEN_URL`) the dispatcher LISTENs on that direct URL and an idle one
+/// wakes for an enqueue long before its 30 s poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_an_idle_dispatcher_wakes_by_its_direct_listen_url() {
+    use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
+    let db = TestDb::postgres().await;
+    let pgbouncer = PgBouncer::start(db.url(), PoolMode::Transaction)
+        .unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
+    let url = pgbouncer.in_front_of(db.url());
+    let store = Store::connect(&url, TestDb::options()).await.unwrap();
+    store.migrate().await.unwrap();
+    let outbox = Outbox::from_store(store);
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::launch_at(
+        &url,
+        &receiver,
+        "poll_interval = \"30s\"\n",
+        &[("OUTBOX_DATABASE_LISTEN_URL", db.url())],
+        &[],
+    );
+    wait_until(Duration::from_secs(30), "the dispatcher leads", || async {
+        outbox
+            .list_leases()
+            .await
+            .unwrap()
+            .iter()
+            .any(|l| l.resource.as_str() == "dispatcher/0" && l.held)
+    })
+    .await;
+    // Past the first claims, so the loop is idle and waiting for a notification or its poll.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = Instant::now();
+    enqueue(&outbox, "statement:1", &["woken-1"]).await;
+    all_delivered(&db, 1).await;
+    let took = started.elapsed();
+    println!("delivered through PgBouncer in {took:?}, woken by LISTEN on the direct URL");
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: no LISTEN (poll is 30 s)"
+    );
+    dispatcher.stop();
+}
+
 /// `check-config` validates and prints the effective configuration with secrets as ***; an
 /// invalid file exits non-zero naming the key.
 #[test]

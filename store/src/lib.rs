@@ -67,6 +67,10 @@ pub struct StoreOptions {
     /// a third of the shortest lease (at least a second) ends its session, so a paused
     /// dispatcher's row locks never block the standby taking over. Default: false.
     pub dispatcher_sessions: bool,
+    /// PostgreSQL: a direct URL to the same database for LISTEN, for a store whose URL goes
+    /// through a connection pooler in transaction mode. Default: none (LISTEN on the store's
+    /// own connections, or no LISTEN through such a pooler).
+    pub listen_url: Option<String>,
 }
 
 impl Default for StoreOptions {
@@ -78,6 +82,7 @@ impl Default for StoreOptions {
             sqlite_busy_timeout: Duration::from_secs(10),
             application_name: "fenced-outbox".to_owned(),
             dispatcher_sessions: false,
+            listen_url: None,
         }
     }
 }

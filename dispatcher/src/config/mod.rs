@@ -62,6 +62,9 @@ impl fmt::Display for Secret {
 pub struct Config {
     /// Database URL (may hold a password).
     pub database_url: Secret,
+    /// A direct URL to the same PostgreSQL database for LISTEN, when `database_url` goes
+    /// through a connection pooler in transaction mode (may hold a password).
+    pub database_listen_url: Option<Secret>,
     /// Apply migrations at start-up.
     pub migrate: bool,
     /// Most pooled database connections.

@@ -29,6 +29,7 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDatabase {
     pub(super) url: String,
+    pub(super) listen_url: String,
     pub(super) migrate: bool,
     pub(super) max_connections: i64,
 }

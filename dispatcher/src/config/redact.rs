@@ -28,8 +28,13 @@ fn h(d: Duration) -> String {
 
 fn database_and_lease(c: &Config) -> String {
     let url = redact_url(c.database_url.expose());
+    let listen_url = c
+        .database_listen_url
+        .as_ref()
+        .map(|u| redact_url(u.expose()))
+        .unwrap_or_default();
     format!(
-        "[database]\nurl = {url:?}\nmigrate = {}\nmax_connections = {}\n\n[lease]\nmin_ttl = {:?}\nmax_ttl = {:?}\n\n",
+        "[database]\nurl = {url:?}\nlisten_url = {listen_url:?}\nmigrate = {}\nmax_connections = {}\n\n[lease]\nmin_ttl = {:?}\nmax_ttl = {:?}\n\n",
         c.migrate,
         c.max_connections,
         h(c.lease_bounds.min()),

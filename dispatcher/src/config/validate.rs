@@ -52,7 +52,9 @@ impl TryFrom<RawConfig> for Config {
     type Error = ConfigError;
 
     fn try_from(raw: RawConfig) -> Result<Config, ConfigError> {
-        outbox_store::backend_of(&raw.database.url).map_err(|e| err("database.url", e.reason))?;
+        let backend = outbox_store::backend_of(&raw.database.url)
+            .map_err(|e| err("database.url", e.reason))?;
+        let database_listen_url = listen_url(&raw.database.listen_url, backend)?;
         let max_connections = int(
             "database.max_connections",
             raw.database.max_connections,
@@ -72,6 +74,7 @@ impl TryFrom<RawConfig> for Config {
         let console = console(&raw.console, &dispatcher)?;
         Ok(Config {
             database_url: Secret(raw.database.url),
+            database_listen_url,
             migrate: raw.database.migrate,
             max_connections,
             lease_bounds,
@@ -388,6 +391,26 @@ fn rate(key: &str, text: &str) -> Result<(NonZeroU32, Duration), ConfigError> {
     Ok((n, per))
 }
 
+/// `database.listen_url`: empty for none; otherwise a PostgreSQL URL, and only beside a
+/// PostgreSQL `database.url` (the other backends have no LISTEN).
+fn listen_url(text: &str, backend: outbox_store::Backend) -> Result<Option<Secret>, ConfigError> {
+    const KEY: &str = "database.listen_url";
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match outbox_store::backend_of(text) {
+        Ok(outbox_store::Backend::Postgres) if backend == outbox_store::Backend::Postgres => {
+            Ok(Some(Secret(text.to_owned())))
+        }
+        Ok(_) => Err(err(
+            KEY,
+            "must be a postgres:// URL to the PostgreSQL database of database.url (it is only \
+             for LISTEN, which only PostgreSQL has)",
+        )),
+        Err(e) => Err(err(KEY, e.reason)),
+    }
+}
+
 /// A destination's own proxy: an http:// or https:// URL. Errors never quote it (it may hold
 /// credentials).
 fn proxy(key: &str, text: &str) -> Result<Secret, ConfigError> {
@@ -450,6 +473,18 @@ mod tests {
 
     use super::*;
     use crate::config::fixtures::{FULL, env};
+
+    #[test]
+    fn a_listen_url_beside_a_postgres_url_is_kept_and_none_by_default() {
+        let c = Config::load(None, &HashMap::new()).unwrap();
+        assert!(c.database_listen_url.is_none());
+        let text = "[database]\nurl = \"postgres://u@pooler:6432/db\"\n\
+                    listen_url = \"postgres://u:hunter2@db:5432/db\"";
+        let c = Config::load(Some(text), &HashMap::new()).unwrap();
+        let listen = c.database_listen_url.expect("kept");
+        assert_eq!(listen.expose(), "postgres://u:hunter2@db:5432/db");
+        assert_eq!(format!("{listen:?}"), "***");
+    }
 
     #[test]
     fn missing_variables_and_bad_values_name_the_key() {
@@ -582,6 +617,19 @@ mod bound_tests {
             (
                 "[database]\nmax_connections = 0".to_owned(),
                 "database.max_connections",
+            ),
+            (
+                "[database]\nlisten_url = \"sqlite://x.db\"".to_owned(),
+                "database.listen_url",
+            ),
+            (
+                "[database]\nlisten_url = \"postgres://u@h/db\"".to_owned(),
+                "database.listen_url",
+            ),
+            (
+                "[database]\nurl = \"postgres://u@h/db\"\nlisten_url = \"mysql://u@h/db\""
+                    .to_owned(),
+                "database.listen_url",
             ),
             ("[lease]\nmax_ttl = \"10000y\"".to_owned(), "lease"),
             (

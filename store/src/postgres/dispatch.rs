@@ -184,22 +184,25 @@ impl PgStore {
             .collect()
     }
 
-    /// LISTENs for enqueues; `None` through a transaction pooler, where a LISTEN would hold
-    /// whichever server connection it ran on and hear nothing of the next one: then the
-    /// dispatcher polls.
+    /// LISTENs for enqueues, on the direct LISTEN URL when there is one. Through a transaction
+    /// pooler without one, `None`: a LISTEN there would hold whichever server connection it
+    /// ran on and hear nothing of the next one, so the dispatcher polls.
     pub(crate) fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        if self.pooled {
-            tracing::warn!(
-                "no enqueue notifications through a connection pooler in transaction mode \
-                 (LISTEN needs a session of its own): the dispatcher looks for due ops every \
-                 dispatcher.poll_interval instead"
-            );
-            return None;
-        }
-        let pool = self.pool.clone();
+        let pool = match (&self.listen, self.pooled) {
+            (Some(direct), _) => direct.clone(),
+            (None, false) => self.pool.clone(),
+            (None, true) => {
+                tracing::warn!(
+                    "no enqueue notifications through a connection pooler in transaction mode \
+                     (LISTEN needs a session of its own, and database.listen_url is not set): \
+                     the dispatcher looks for due ops every dispatcher.poll_interval instead"
+                );
+                return None;
+            }
+        };
         Some(crate::dispatch::keep_watching(
             "enqueue notifications",
             move || {

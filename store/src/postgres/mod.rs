@@ -58,6 +58,8 @@ pub(crate) struct PgStore {
     begin: Arc<str>,
     /// A connection pooler in transaction mode is in between (`pooler.rs`).
     pooled: bool,
+    /// Where LISTEN runs when not on `pool` (`StoreOptions::listen_url`).
+    listen: Option<PgPool>,
 }
 
 impl PgStore {
@@ -94,10 +96,15 @@ impl PgStore {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .connect_lazy_with(connect);
+        let listen = match &options.listen_url {
+            Some(url) => listen_pool(url, options).await?,
+            None => None,
+        };
         Ok(PgStore {
             pool,
             begin,
             pooled,
+            listen,
         })
     }
 
@@ -192,6 +199,27 @@ impl PgStore {
         let rows = query(REJECTION_LIST).bind(limit).all_on(self).await?;
         rows.iter().map(rejection_row).collect()
     }
+}
+
+/// A one-connection pool on `url` for LISTEN; `None`, after saying why, when that URL goes
+/// through a transaction pooler too (a LISTEN there would hear nothing).
+async fn listen_pool(url: &str, options: &StoreOptions) -> Result<Option<PgPool>, Error> {
+    let (url, pooler) = pooler::split_url(url)?;
+    let connect: PgConnectOptions = url.parse().map_err(map_err)?;
+    let connect = connect.application_name(&options.application_name);
+    if pooler::probe(&connect, pooler).await? {
+        tracing::warn!(
+            "the LISTEN URL goes through a connection pooler in transaction mode as well, where \
+             a LISTEN hears nothing: not used"
+        );
+        return Ok(None);
+    }
+    Ok(Some(
+        PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_lazy_with(connect),
+    ))
 }
 
 /// An enqueue statement (`op_insert_if_lease_held.sql`, with or without its arbiter) bound to

@@ -93,8 +93,10 @@ const PROBE_WAIT: Duration = Duration::from_secs(2);
 /// connection asks for its backend, a second holds that backend (or another) in a transaction,
 /// and the first asks again. PostgreSQL answers with the same backend every time; a
 /// transaction pooler answers with another one, or keeps the first waiting for a free one.
-/// Plain queries only (no prepared statement is left anywhere), two rounds. With the pooler
-/// named in the URL, one connection only, which reports a connect failure's real cause.
+/// Plain queries only (no prepared statement is left anywhere), in rounds: a pooler busy with
+/// other clients at that moment may hand the first connection its old backend every time, so
+/// the URL's `pooler=transaction` is the certain way. With the pooler named in the URL, one
+/// connection only, which reports a connect failure's real cause.
 pub(crate) async fn detect(connect: &PgConnectOptions, pooler: Pooler) -> Result<bool, Error> {
     let pooled = probe(connect, pooler).await?;
     if pooled {
@@ -103,37 +105,55 @@ pub(crate) async fn detect(connect: &PgConnectOptions, pooler: Pooler) -> Result
     Ok(pooled)
 }
 
-async fn probe(connect: &PgConnectOptions, pooler: Pooler) -> Result<bool, Error> {
+/// As [`detect`], without recording the answer for the process.
+pub(crate) async fn probe(connect: &PgConnectOptions, pooler: Pooler) -> Result<bool, Error> {
     let mut first = PgConnection::connect_with(connect).await.map_err(map_err)?;
     if pooler != Pooler::Detect {
         first.close().await.map_err(map_err)?;
         return Ok(pooler == Pooler::Transaction);
     }
+    let mut holder = PgConnection::connect_with(connect).await.map_err(map_err)?;
     let backend = backend_pid(&mut first).await?;
-    for _ in 0..2 {
-        let mut holder = PgConnection::connect_with(connect).await.map_err(map_err)?;
-        sqlx::raw_sql("BEGIN")
+    for _ in 0..PROBE_ROUNDS {
+        // The first connection's backend was released last, so a pooler that hands out the
+        // most recently released server (PgBouncer's default) gives it to the holder's
+        // transaction, in the same round trip as its BEGIN; other clients' traffic can get in
+        // between, which is why there are rounds.
+        if backend_pid(&mut first).await? != backend {
+            return close_both(first, holder, true).await;
+        }
+        sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
             .execute(&mut holder)
             .await
             .map_err(map_err)?;
-        backend_pid(&mut holder).await?;
         let again = tokio::time::timeout(PROBE_WAIT, backend_pid(&mut first)).await;
         sqlx::raw_sql("ROLLBACK")
             .execute(&mut holder)
             .await
             .map_err(map_err)?;
-        holder.close().await.map_err(map_err)?;
         let Ok(pid) = again else {
             // Waited for a server connection: the first connection is mid-query, drop it.
+            holder.close().await.map_err(map_err)?;
             return Ok(true);
         };
         if pid? != backend {
-            first.close().await.map_err(map_err)?;
-            return Ok(true);
+            return close_both(first, holder, true).await;
         }
     }
+    close_both(first, holder, false).await
+}
+
+/// How many times the probe tries to catch the pooler moving a connection.
+const PROBE_ROUNDS: usize = 8;
+
+async fn close_both(
+    first: PgConnection,
+    holder: PgConnection,
+    pooled: bool,
+) -> Result<bool, Error> {
     first.close().await.map_err(map_err)?;
-    Ok(false)
+    holder.close().await.map_err(map_err)?;
+    Ok(pooled)
 }
 
 async fn backend_pid(c: &mut PgConnection) -> Result<String, Error> {
