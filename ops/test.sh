@@ -45,8 +45,8 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
         echo "(OUTBOX_SKIP_BROWSER_TESTS=1 skips it knowingly)." >&2
     fi
 fi
-# The tests through a pooler (dispatcher/tests/poolers.rs, admin/tests/poolers.rs, PgBouncer cases
-# of processes.rs and sql_workers.rs) start Debian's pgbouncer in front of the test server;
+# The tests through a pooler (dispatcher/tests/poolers.rs, admin/tests/poolers.rs, the PgBouncer case
+# of sql_workers.rs) start Debian's pgbouncer in front of the test server;
 # without it they fail saying so.
 if [ ! -x /usr/sbin/pgbouncer ] && [ ! -x /usr/bin/pgbouncer ]; then
     if can_apt; then

@@ -223,16 +223,22 @@ impl Cluster {
             pid = std::process::id(),
             dir = self.dir_str()
         );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map(drop)
-            .map_err(|e| format!("cannot start the cluster watcher: {e}"))
+        spawn_watcher(&script, "cluster")
     }
+}
+
+/// Runs `script` in a detached shell of its own process group (so Ctrl-C does not take it),
+/// to clean up after the test process: the `what` watcher.
+pub(crate) fn spawn_watcher(script: &str, what: &str) -> Result<(), String> {
+    Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("cannot start the {what} watcher: {e}"))
 }
 
 pub(crate) fn free_port() -> Result<u16, String> {

@@ -3,7 +3,6 @@
 //! `ignore_startup_parameters = extra_float_digits` and nothing else. It is stopped and its
 //! folder removed when the value drops, or by a watcher when the test process dies.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -145,15 +144,7 @@ impl PgBouncer {
             pid = self.pid,
             dir = self.dir.display()
         );
-        Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map(drop)
-            .map_err(|e| format!("cannot start the PgBouncer watcher: {e}"))
+        crate::pg::spawn_watcher(&script, "PgBouncer")
     }
 }
 
