@@ -52,8 +52,26 @@ pub(crate) enum Pooler {
     None,
 }
 
+/// What to do instead of a multi-host URL, which the driver cannot follow.
+const ONE_HOST: &str = "the PostgreSQL driver connects to one host and cannot pick the \
+primary among several: put HAProxy (routing by Patroni's `/primary` check), a pooler or your \
+provider's primary endpoint in front and name that one host (docs/scaling.md, high availability)";
+
 /// Takes the store's own `pooler` parameter off a `postgres://` URL; the rest is for sqlx.
+/// A URL naming several hosts, or asking for `target_session_attrs` (which the driver would
+/// ignore, connecting to whichever host it names, a standby too), is refused saying what to
+/// do instead.
 pub(crate) fn split_url(url: &str) -> Result<(String, Pooler), Error> {
+    let authority = url.split_once("://").map_or("", |(_, rest)| {
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let hosts = &rest[..end];
+        hosts.rsplit_once('@').map_or(hosts, |(_, h)| h)
+    });
+    if authority.contains(',') {
+        return Err(invalid_url(format!(
+            "the URL names several hosts: {ONE_HOST}"
+        )));
+    }
     let Some((base, params)) = url.split_once('?') else {
         return Ok((url.to_owned(), Pooler::Detect));
     };
@@ -66,6 +84,12 @@ pub(crate) fn split_url(url: &str) -> Result<(String, Pooler), Error> {
             Some(("pooler", other)) => {
                 return Err(invalid_url(format!(
                     "the URL's pooler={other} is neither `transaction` nor `none`"
+                )));
+            }
+            Some(("target_session_attrs", "any")) => {}
+            Some(("target_session_attrs", other)) => {
+                return Err(invalid_url(format!(
+                    "the URL's target_session_attrs={other} would be ignored: {ONE_HOST}"
                 )));
             }
             _ => kept.push(param),
@@ -284,6 +308,26 @@ mod tests {
         }
         let e = split_url("postgres://u@h/db?pooler=yes").unwrap_err();
         assert!(e.to_string().contains("pooler=yes"), "{e}");
+    }
+
+    #[test]
+    fn a_url_of_several_hosts_is_refused_naming_what_to_do_instead() {
+        for url in [
+            "postgres://u:secret@a:5432,b:5432/db",
+            "postgres://a,b/db?sslmode=disable",
+            "postgres://u@h/db?target_session_attrs=read-write",
+        ] {
+            let e = split_url(url).unwrap_err().to_string();
+            assert!(
+                e.contains("HAProxy") && e.contains("one host"),
+                "{url}: {e}"
+            );
+            assert!(!e.contains("secret"), "{e}");
+        }
+        // A comma in the password or the query is no second host.
+        assert!(split_url("postgres://u:a,b@h/db").is_ok());
+        assert!(split_url("postgres://u@h/db?application_name=a,b").is_ok());
+        assert!(split_url("postgres://u@h/db?target_session_attrs=any").is_ok());
     }
 
     #[test]
