@@ -10,6 +10,12 @@ Commands:
   run         the story; --fail-after-enqueue, --pause-past-lease and --note change its end
   stale-demo  A acquires with a short TTL and is paused past it, B takes the resource over,
               A's late enqueue is rejected as stale with B's token (exit 3)
+  loop        keeps running jobs for --loop-for seconds over accounts 1..--accounts, as the
+              Rust example does in the chaos and failover suites: each job takes a lease, works,
+              records 1 to --max-ops statement parts under fresh keys; one JSON line per event
+              (acquired, busy, enqueue with its outcome, released, error), the same events the
+              suites' checker reads from the Rust workers. Database errors are printed and the
+              worker carries on with a new connection.
 
 Exit codes: 0 done (a duplicate too), 1 error or --fail-after-enqueue, 2 invalid input (OB005)
 or usage, 3 stale owner (OB001), 4 lease expired (OB002), 5 idempotency conflict (OB004),
@@ -386,6 +392,106 @@ def stale_demo(args, secrets: Secrets) -> int:
             conn.close()
 
 
+def loop_event(**fields) -> None:
+    print(json.dumps(fields, separators=(",", ":")), flush=True)
+
+
+def enqueue_outcome(error: psycopg.Error, secrets: Secrets) -> dict:
+    """An enqueue's refusal as the checker reads it; anything else leaves the commit unknown."""
+    detail = detail_json(error)
+    state = error.sqlstate or ""
+    if state == "OB001":
+        return {"outcome": "stale", "current_token": detail.get("current_token")}
+    if state == "OB002":
+        return {"outcome": "expired"}
+    if state == "OB003":
+        return {"outcome": "no_lease"}
+    message = secrets.redact(first_line(str(error)))
+    return {"outcome": "error", "error": f"{state or 'no SQLSTATE'}: {message}"}
+
+
+def loop_job(conn, args, account: int, rnd, round_no: int, secrets: Secrets) -> None:
+    """One job of the loop: a lease, its parts recorded one by one, a release."""
+    resource = f"statement:account-{account}:{args.period}"
+    ttl_ms = rnd.randint(args.ttl_ms, max(args.ttl_ms, args.ttl_max_ms))
+    lease = acquire(conn, resource, f"{ttl_ms} milliseconds", args.min_ttl)
+    if lease is None:
+        loop_event(event="busy", resource=resource)
+        return
+    loop_event(event="acquired", resource=resource, token=lease.token, owner_id=str(lease.owner_id))
+    parts = rnd.randint(1, args.max_ops)
+    for part in range(parts):
+        time.sleep(args.work_ms / 1000 * (0.5 + rnd.random() / 2))
+        key = f"statement-{account}-{args.period}-{args.name}-{round_no}-{part}"
+        body = json.dumps(
+            {"account": account, "month": args.period, "part": part, "by": args.name},
+            separators=(",", ":"),
+        ).encode()
+        try:
+            with conn.transaction():
+                op_id, seq, duplicate = conn.execute(
+                    ENQUEUE,
+                    (resource, lease.owner_id, lease.token, args.destination, "/v1/statements", body, key),
+                ).fetchone()
+            result = {"outcome": "duplicate" if duplicate else "accepted", "op_id": str(op_id), "seq": seq}
+        except psycopg.Error as e:
+            result = enqueue_outcome(e, secrets)
+        loop_event(event="enqueue", resource=resource, token=lease.token, key=key, batch=False, result=result)
+        if result["outcome"] not in ("accepted", "duplicate"):
+            if result["outcome"] == "error":
+                raise Reconnect()
+            break
+    row = conn.execute(
+        "SELECT outbox.release(%s, %s::uuid, %s::bigint)", (resource, lease.owner_id, lease.token)
+    ).fetchone()
+    loop_event(event="released", resource=resource, token=lease.token, released=bool(row and row[0]))
+
+
+class Reconnect(Exception):
+    """The connection failed: the loop opens a new one."""
+
+
+def run_loop(args, secrets: Secrets) -> int:
+    """Jobs over accounts 1..=--accounts until --loop-for has passed; database errors are
+    printed as events and the loop carries on with a new connection."""
+    import random
+
+    rnd = random.Random(args.seed)
+    until = time.monotonic() + args.loop_for
+    account = rnd.randint(1, args.accounts)
+    conn = None
+    round_no = 0
+    while time.monotonic() < until:
+        try:
+            if conn is None or conn.closed or conn.broken:
+                conn = psycopg.connect(
+                    args.database_url, autocommit=True, connect_timeout=5, prepare_threshold=None
+                )
+            loop_job(conn, args, account, rnd, round_no, secrets)
+        except (psycopg.Error, Reconnect) as e:
+            loop_event(event="error", account=account, error=secrets.redact(first_line(str(e)) or "connection lost"))
+            if conn is not None:
+                conn.close()
+            conn = None
+            time.sleep(0.2)
+        round_no += 1
+        account = account % args.accounts + 1
+        time.sleep(rnd.random() / 20)
+    if conn is not None:
+        conn.close()
+    loop_event(event="finished", rounds=round_no)
+    return EXIT_OK
+
+
+def milliseconds(text: str) -> int:
+    """A duration like 300ms, 2s or 1.5s, in whole milliseconds."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s)", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 300ms or 2s")
+    value = float(found.group(1)) * (1 if found.group(2) == "ms" else 1000)
+    return int(value)
+
+
 def parse_args(argv: list[str]):
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -432,9 +538,23 @@ def parse_args(argv: list[str]):
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("run", parents=[common], help="the statement story")
     commands.add_parser("stale-demo", parents=[common], help="a stale owner's enqueue is rejected")
+    looping = commands.add_parser("loop", parents=[common], help="jobs over several accounts, JSON lines")
+    looping.add_argument("--loop-for", type=float, required=True, help="seconds to keep running jobs")
+    looping.add_argument("--accounts", type=int, default=4, help="accounts 1..N are the resources (default 4)")
+    looping.add_argument("--max-ops", type=int, default=3, help="most statement parts per job (default 3)")
+    looping.add_argument("--ttl-min", dest="ttl_ms", type=milliseconds, default=1000, help="shortest lease (1s)")
+    looping.add_argument("--ttl-max", dest="ttl_max_ms", type=milliseconds, default=2000, help="longest lease (2s)")
+    looping.add_argument("--work", dest="work_ms", type=milliseconds, default=300, help="work per part, at most (300ms)")
+    looping.add_argument("--name", default="py", help="this worker's name, part of every key (default py)")
+    looping.add_argument("--seed", type=int, default=1, help="seeds its choices (default 1)")
     args = parser.parse_args(argv)
     if not args.database_url:
         parser.error("set DATABASE_URL or pass --database-url")
+    if args.command == "loop":
+        if args.accounts < 1 or args.max_ops < 1 or args.loop_for <= 0:
+            parser.error("--accounts, --max-ops and --loop-for must be positive")
+        if args.min_ttl is None:
+            args.min_ttl = "1s"
     short = args.command == "stale-demo"
     args.ttl = args.ttl or ("1s" if short else "30s")
     if args.min_ttl is None and short:
@@ -447,6 +567,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     secrets = Secrets(args.database_url)
     try:
+        if args.command == "loop":
+            return run_loop(args, secrets)
         return stale_demo(args, secrets) if args.command == "stale-demo" else run(args, secrets)
     except Stop as stop:
         return report(stop)
