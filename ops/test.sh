@@ -57,6 +57,21 @@ if [ ! -x /usr/sbin/pgbouncer ] && [ ! -x /usr/bin/pgbouncer ]; then
         echo "Install Debian's pgbouncer; the pooler tests fail otherwise." >&2
     fi
 fi
+# The failover tests (tests/chaos/failover.rs) run etcd, two PostgreSQL nodes under Patroni and
+# HAProxy in front, Debian's packages, on loopback ports; without them they fail saying so.
+missing_ha=()
+command -v patroni >/dev/null 2>&1 || missing_ha+=(patroni)
+command -v etcd >/dev/null 2>&1 || missing_ha+=(etcd-server)
+[ -x /usr/sbin/haproxy ] || [ -x /usr/bin/haproxy ] || missing_ha+=(haproxy)
+if [ "${#missing_ha[@]}" -gt 0 ]; then
+    if can_apt; then
+        echo "== installing ${missing_ha[*]} for the failover tests (apt-get install)"
+        apt_install "${missing_ha[@]}"
+    else
+        echo "${missing_ha[*]} not found and cannot install them (not root or no apt-get)." >&2
+        echo "Install Debian's patroni, etcd-server and haproxy; the failover tests fail otherwise." >&2
+    fi
+fi
 # A throwaway cluster runs as the postgres user when we are root; runuser comes with util-linux.
 if [ "$(id -u)" = 0 ] && [ -z "${DATABASE_URL:-}" ] && ! id postgres >/dev/null 2>&1; then
     echo "running as root needs a 'postgres' user to own the throwaway cluster" >&2

@@ -1,7 +1,9 @@
-//! The chaos checker: from the workers' logs, the outbox table and what the destination
-//! received, counts what a correct system must keep at zero (lost, stale and unexpected sends,
-//! order violations, differing duplicates, unclean graceful leaves) and what the run must have
-//! exercised (membership changes too, in the variant that makes them).
+//! The chaos checker: from the workers' logs, the outbox table and what the destination (and
+//! the server its redirects point to) received, counts what a correct system must keep at zero
+//! (lost, stale and unexpected sends, requests off the destination's origin, order violations,
+//! differing duplicates, unclean graceful leaves) and what the run must have exercised
+//! (membership changes too, in the variant that makes them). Each answer is classified as the
+//! dispatcher reads it: its status line decides, whatever the body does after it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -12,25 +14,41 @@ use outbox_tests::Received;
 /// How long the destination holds a stalled request: past the dispatcher's 1 s timeout.
 pub(crate) const STALL: Duration = Duration::from_secs(2);
 
-/// How a request was answered, as the dispatcher saw it.
+/// The statuses the dispatcher retries: its default `retry_statuses`, which the chaos config
+/// keeps (dispatcher/config.default.toml). Any other status but 2xx is permanent.
+pub(crate) const RETRY_STATUSES: [u16; 8] = [408, 409, 425, 429, 500, 502, 503, 504];
+
+/// How a request was answered, as the dispatcher saw it (dispatcher/src/deliver.rs, retry.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
-    /// 2xx in time: the dispatcher learnt it was delivered.
+    /// 2xx in time: the dispatcher learnt it was delivered. The status line decides: the body
+    /// after it is read up to 64 KiB or until the attempt's timeout, and a body that never
+    /// ends, is cut short or holds any bytes changes nothing.
     Ok,
-    /// Another status (503): the dispatcher retries.
+    /// A status the dispatcher retries ([`RETRY_STATUSES`]: 503, 500).
     Failed,
+    /// Any other status: permanent, the op is dead. A 3xx among them: redirects are never
+    /// followed (G11).
+    Refused,
     /// Held past the dispatcher's timeout: it never learnt the outcome and retries.
     Stalled,
+    /// No answer: the connection was reset once the request was read. The outcome is unknown
+    /// to the dispatcher, which retries.
+    Reset,
 }
 
 impl Answer {
     fn of(request: &Received) -> Answer {
-        if request.delay >= STALL {
+        if request.status == 0 {
+            Answer::Reset
+        } else if request.delay >= STALL {
             Answer::Stalled
         } else if (200..300).contains(&request.status) {
             Answer::Ok
-        } else {
+        } else if RETRY_STATUSES.contains(&request.status) {
             Answer::Failed
+        } else {
+            Answer::Refused
         }
     }
 }
@@ -75,11 +93,24 @@ pub(crate) struct Enqueue {
     pub(crate) batch: bool,
 }
 
+/// One lease the database granted a worker, as the worker logged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The resource.
+    pub(crate) resource: String,
+    /// Its fencing token.
+    pub(crate) token: i64,
+    /// The owner id of that acquisition.
+    pub(crate) owner_id: String,
+}
+
 /// What one worker printed, parsed.
 #[derive(Debug, Default)]
 pub(crate) struct WorkerLog {
     /// Every enqueue attempt.
     pub(crate) enqueues: Vec<Enqueue>,
+    /// Every lease granted to it, in order.
+    pub(crate) grants: Vec<Grant>,
     /// Leases acquired (jobs started).
     pub(crate) jobs: usize,
     /// Jobs stopped by the keeper's lost signal before an enqueue.
@@ -96,7 +127,14 @@ impl WorkerLog {
             let event: serde_json::Value = serde_json::from_str(line)
                 .unwrap_or_else(|e| panic!("worker {worker} printed {line:?}: {e}"));
             match event["event"].as_str() {
-                Some("acquired") => log.jobs += 1,
+                Some("acquired") => {
+                    log.jobs += 1;
+                    log.grants.push(Grant {
+                        resource: event["resource"].as_str().expect("resource").to_owned(),
+                        token: event["token"].as_i64().expect("token"),
+                        owner_id: event["owner_id"].as_str().expect("owner_id").to_owned(),
+                    });
+                }
                 Some("lost") => log.lost += 1,
                 Some("error") => log.errors += 1,
                 Some("enqueue") => {
@@ -124,6 +162,23 @@ impl WorkerLog {
     }
 }
 
+/// G1 across all workers: every (resource, token) granted to more than one acquisition (owner
+/// id), as "resource token N: K owners"; empty when no token was handed out twice.
+pub(crate) fn tokens_granted_twice<'a>(grants: impl IntoIterator<Item = &'a Grant>) -> Vec<String> {
+    let mut owners: BTreeMap<(&str, i64), HashSet<&str>> = BTreeMap::new();
+    for g in grants {
+        owners
+            .entry((&g.resource, g.token))
+            .or_default()
+            .insert(&g.owner_id);
+    }
+    owners
+        .into_iter()
+        .filter(|(_, o)| o.len() > 1)
+        .map(|((resource, token), o)| format!("{resource} token {token}: {} owners", o.len()))
+        .collect()
+}
+
 /// An op row as the table holds it after the drain.
 #[derive(Debug, Clone)]
 pub(crate) struct StoredOp {
@@ -143,6 +198,20 @@ pub(crate) struct StoredOp {
     pub(crate) body: Vec<u8>,
 }
 
+impl From<outbox_tests::OpRow> for StoredOp {
+    fn from(o: outbox_tests::OpRow) -> StoredOp {
+        StoredOp {
+            key: o.idempotency_key,
+            resource: o.resource,
+            order_key: o.order_key,
+            seq: o.seq,
+            fence: o.fence,
+            state: o.state,
+            body: o.body,
+        }
+    }
+}
+
 /// The faults the driver injected.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Faults {
@@ -152,10 +221,32 @@ pub(crate) struct Faults {
     pub(crate) dispatcher_restarts: usize,
     /// Dispatchers stopped past their partition lease.
     pub(crate) dispatcher_pauses: usize,
-    /// Database server restarts.
+    /// Database servers stopped cleanly and started again.
     pub(crate) database_restarts: usize,
+    /// Database servers crashed (SIGKILL to the postmaster and all its processes) and started
+    /// again, with crash recovery.
+    pub(crate) database_crashes: usize,
     /// What the membership variant did to the dispatchers; `None` in the other runs.
     pub(crate) membership: Option<Membership>,
+    /// The destination's hostile answers and what reached the server its redirects point to;
+    /// `None` in runs whose destination answers only statuses, at once or late.
+    pub(crate) hostile: Option<Hostile>,
+}
+
+/// The destination's hostile answers (G11) that its record cannot tell apart from plain ones,
+/// and the record of the other server on 127.0.0.1 that its redirects point to. Resets and
+/// redirects are counted from the destination's record itself.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Hostile {
+    /// Answers whose body holds NUL, bytes that are not UTF-8 and terminal escapes, under odd
+    /// headers (bytes that are not UTF-8, empty, repeated, long).
+    pub(crate) bytes: usize,
+    /// Answers whose body never ends (quickly or in a trickle) or is far larger than the
+    /// dispatcher reads.
+    pub(crate) endless: usize,
+    /// What the other server received: requests off the destination's origin, which must be
+    /// none (the dispatcher follows no redirect).
+    pub(crate) off_origin: Vec<Received>,
 }
 
 /// The membership variant's changes: instances joining, leaving gracefully and starting again,
@@ -265,10 +356,15 @@ pub(crate) struct Report {
     requests: usize,
     failed: usize,
     stalled: usize,
+    resets: usize,
+    refused: usize,
     failed_attempts: usize,
     faults: Faults,
-    /// (a) accepted keys never answered 200 in time, or not delivered in the table.
+    /// (a) accepted keys neither answered 2xx in time and delivered in the table, nor
+    /// answered a permanent status and dead in the table.
     lost: Vec<String>,
+    /// (a) accepted keys that ended dead after a permanent answer (a redirect): not lost.
+    dead: usize,
     /// (b) refused keys that reached the destination.
     stale_sends: Vec<String>,
     /// (b) refused keys that are in the table anyway.
@@ -277,6 +373,8 @@ pub(crate) struct Report {
     stale_accepts: Vec<String>,
     /// (c) requests without a matching accepted op, and table rows no worker accepted.
     unexpected: Vec<String>,
+    /// (c) requests that reached the server the destination's redirects point to.
+    off_origin: Vec<String>,
     /// (d) order keys checked.
     order_keys: usize,
     /// (d) first deliveries out of enqueue order.
@@ -287,6 +385,10 @@ pub(crate) struct Report {
     duplicate_requests: usize,
     /// (e) keys whose copies differ.
     differing_duplicates: Vec<String>,
+    /// (h) Leases granted.
+    grants: usize,
+    /// (h) (resource, token) pairs granted to more than one acquisition (G1).
+    grants_twice: Vec<String>,
 }
 
 /// The evidence indexed by idempotency key.
@@ -315,8 +417,14 @@ impl Report {
         r.check_lost(&ix);
         r.check_stale(&ix, &evidence.ops);
         r.check_unexpected(&ix, &evidence.ops);
+        if let Some(hostile) = &evidence.faults.hostile {
+            r.check_off_origin(&hostile.off_origin);
+        }
         r.check_order(&ix, &evidence.ops);
         r.check_duplicates(&ix);
+        let grants = || evidence.workers.iter().flat_map(|w| w.grants.iter());
+        r.grants = grants().count();
+        r.grants_twice = tokens_granted_twice(grants());
         r
     }
 
@@ -369,7 +477,9 @@ impl Report {
             match Answer::of(req) {
                 Answer::Ok => {}
                 Answer::Failed => self.failed += 1,
+                Answer::Refused => self.refused += 1,
                 Answer::Stalled => self.stalled += 1,
+                Answer::Reset => self.resets += 1,
             }
         }
         Index {
@@ -380,21 +490,23 @@ impl Report {
         }
     }
 
-    /// (a) Every accepted op was answered 2xx in time at least once and is delivered.
+    /// (a) Every accepted op was answered 2xx in time at least once and is delivered, or was
+    /// answered a permanent status (a redirect) and is dead (G6). Nothing else ends an op in a
+    /// run: its retries are never used up.
     fn check_lost(&mut self, ix: &Index<'_>) {
-        let mut lost: Vec<&str> = ix
-            .accepted
-            .keys()
-            .copied()
-            .filter(|key| {
-                let acknowledged = ix
-                    .by_key
+        let mut lost: Vec<&str> = Vec::new();
+        for key in ix.accepted.keys().copied() {
+            let answered = |answer: Answer| {
+                ix.by_key
                     .get(key)
-                    .is_some_and(|reqs| reqs.iter().any(|(_, q)| Answer::of(q) == Answer::Ok));
-                let delivered = ix.stored.get(key).is_some_and(|o| o.state == "delivered");
-                !(acknowledged && delivered)
-            })
-            .collect();
+                    .is_some_and(|reqs| reqs.iter().any(|(_, q)| Answer::of(q) == answer))
+            };
+            match ix.stored.get(key).map(|o| o.state.as_str()) {
+                Some("delivered") if answered(Answer::Ok) => {}
+                Some("dead") if answered(Answer::Refused) => self.dead += 1,
+                _ => lost.push(key),
+            }
+        }
         lost.sort_unstable();
         self.lost = lost.into_iter().map(str::to_owned).collect();
     }
@@ -460,6 +572,15 @@ impl Report {
         self.unexpected.sort_unstable();
     }
 
+    /// (c) Nothing reached the server the destination's redirects point to: the dispatcher
+    /// follows no redirect, and sends nowhere but to the destination's origin (G11).
+    fn check_off_origin(&mut self, off_origin: &[Received]) {
+        self.off_origin = off_origin
+            .iter()
+            .map(|q| format!("{}: {} {}", key(q), q.method, q.path))
+            .collect();
+    }
+
     /// (d) Per order key, first arrivals follow enqueue order.
     fn check_order(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
         let mut streams: BTreeMap<&str, Vec<&StoredOp>> = BTreeMap::new();
@@ -509,6 +630,40 @@ impl Report {
         self.differing_duplicates.sort_unstable();
     }
 
+    /// (a) The accepted keys that were not delivered.
+    pub(crate) fn lost(&self) -> &[String] {
+        &self.lost
+    }
+
+    /// (c) The requests and rows that match no accepted op, each starting with its key.
+    pub(crate) fn unexpected(&self) -> &[String] {
+        &self.unexpected
+    }
+
+    /// What the run must have exercised for (f): (what, count) pairs that must not be zero;
+    /// with a hostile destination, each kind of hostile answer too.
+    fn exercised(&self) -> Vec<(&'static str, usize)> {
+        let mut exercised = vec![
+            ("stale rejections", self.stale),
+            ("dispatcher restarts", self.faults.dispatcher_restarts),
+            ("retries", self.failed_attempts),
+        ];
+        if let Some(h) = &self.faults.hostile {
+            exercised.extend([
+                ("answers of bytes that are not text", h.bytes),
+                ("endless or huge answers", h.endless),
+                ("resets", self.resets),
+                ("permanent answers (redirects)", self.refused),
+            ]);
+        }
+        exercised
+    }
+
+    /// (h) The (resource, token) pairs granted to more than one acquisition.
+    pub(crate) fn grants_twice(&self) -> &[String] {
+        &self.grants_twice
+    }
+
     /// What breaks a guarantee, or shows the run proved nothing; empty when all held.
     pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -527,16 +682,17 @@ impl Report {
         zero("(b) refused ops in the table", &self.stale_stored);
         zero("(b) stale accepts", &self.stale_accepts);
         zero("(c) unexpected", &self.unexpected);
+        zero(
+            "(c) requests off the destination's origin",
+            &self.off_origin,
+        );
         zero("(d) out of order", &self.out_of_order);
         zero("(e) differing duplicates", &self.differing_duplicates);
+        zero("(h) tokens granted twice", &self.grants_twice);
         if let Some(m) = &self.faults.membership {
             zero("(g) graceful leaves that did not exit 0", &m.unclean_leaves);
         }
-        for (what, count) in [
-            ("stale rejections", self.stale),
-            ("dispatcher restarts", self.faults.dispatcher_restarts),
-            ("retries", self.failed_attempts),
-        ] {
+        for (what, count) in self.exercised() {
             if count == 0 {
                 problems.push(format!("(f) {what} = 0: the run did not exercise it"));
             }
@@ -575,15 +731,25 @@ impl fmt::Display for Report {
             self.uncertain,
             self.uncertain_stored
         )?;
-        writeln!(
+        write!(
             f,
-            "  destination: {} requests ({} answered 503, {} stalled past the timeout)",
-            self.requests, self.failed, self.stalled
+            "  destination: {} requests ({} answered a status retried (503, 500), {} stalled past \
+             the timeout, {} reset unanswered, {} answered a permanent status (redirects)",
+            self.requests, self.failed, self.stalled, self.resets, self.refused
         )?;
+        match &self.faults.hostile {
+            Some(h) => writeln!(
+                f,
+                "; hostile bodies: {} of bytes that are not text, {} endless or huge)",
+                h.bytes, h.endless
+            )?,
+            None => writeln!(f, ")")?,
+        }
         writeln!(
             f,
-            "  (a) lost: {} [{}]",
+            "  (a) lost: {}, dead after a permanent answer (not lost): {} [{}]",
             self.lost.len(),
+            self.dead,
             verdict(self.lost.len())
         )?;
         writeln!(
@@ -596,9 +762,10 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "  (c) unexpected: {} [{}]",
+            "  (c) unexpected: {}, requests off the destination's origin: {} [{}]",
             self.unexpected.len(),
-            verdict(self.unexpected.len())
+            self.off_origin.len(),
+            verdict(self.unexpected.len() + self.off_origin.len())
         )?;
         writeln!(
             f,
@@ -615,18 +782,26 @@ impl fmt::Display for Report {
             self.differing_duplicates.len(),
             verdict(self.differing_duplicates.len())
         )?;
-        let exercised =
-            self.stale > 0 && self.faults.dispatcher_restarts > 0 && self.failed_attempts > 0;
+        writeln!(
+            f,
+            "  (h) tokens granted twice for one resource (G1): {} over {} grants [{}]",
+            self.grants_twice.len(),
+            self.grants,
+            verdict(self.grants_twice.len())
+        )?;
+        let exercised = self.exercised().iter().all(|(_, n)| *n > 0);
         write!(
             f,
             "  (f) exercised: stale rejections {}, dispatcher restarts {}, retried attempts {}, \
-             worker pauses {}, dispatcher pauses {}, database restarts {} [{}]",
+             worker pauses {}, dispatcher pauses {}, database restarts {}, database crashes \
+             (SIGKILL) {} [{}]",
             self.stale,
             self.faults.dispatcher_restarts,
             self.failed_attempts,
             self.faults.pauses,
             self.faults.dispatcher_pauses,
             self.faults.database_restarts,
+            self.faults.database_crashes,
             if exercised { "ok" } else { "FAILED" }
         )?;
         if let Some(m) = &self.faults.membership {

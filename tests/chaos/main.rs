@@ -1,30 +1,45 @@
-//! The chaos suite: six real worker processes (the example `statement_worker`) race over four
+//! The chaos suite: six real worker processes (the example `statement_worker`), and on
+//! PostgreSQL a seventh in Python over the SQL API (`examples/python`), race over four
 //! accounts with 1–2 s leases while a driver stops them past their leases (SIGSTOP/SIGCONT),
 //! SIGKILLs and restarts dispatchers (a leader and a standby), stops one past its partition
-//! lease and, on PostgreSQL, restarts the database (not on SQLite or SQL Server); the
-//! destination answers 503 or stalls at random. After the drain, the checker proves nothing
-//! was lost, no stale or unexpected call was sent, order held, duplicates were identical, and
-//! the faults really happened.
+//! lease and, on PostgreSQL, crashes the database once halfway (SIGKILL to the postmaster and
+//! all its processes, then a start with crash recovery; not on SQLite or SQL Server).
+//!
+//! The destination answers as a hostile third party would (G11), at random: 503, a stall past
+//! the dispatcher's timeout, bodies of NUL, bytes that are not UTF-8 and terminal escapes under
+//! odd headers, bodies that never end (quickly or in a trickle) or are far larger than the
+//! dispatcher reads, no answer at all (the connection reset once the request was read), and
+//! redirects to another recording server on 127.0.0.1, which must receive nothing: redirects
+//! are not followed, and a redirected op is dead (3xx is permanent). After the drain, the
+//! checker proves nothing was lost (every op delivered, or dead after a redirect), no stale or
+//! unexpected call was sent, nothing left the destination's origin, order held, duplicates were
+//! identical, and the faults really happened.
 //!
 //! The membership variant (`*_membership`) runs the same faults with up to three dispatchers
 //! on four partitions: one at first, a second and a third joining over time, one leaving
 //! gracefully (SIGTERM, exit 0) and starting again; the checker also proves those changes
 //! happened (the split changed, three instances led at once, a leave and a start again).
 //!
+//! The failover variant (`failover::*`, `failover.rs`) runs workers and dispatchers through
+//! HAProxy in front of two PostgreSQL nodes under Patroni and SIGKILLs the primary.
+//!
 //! `CHAOS_SECONDS` (default 60, 40 for the membership variant; at least 15) sets how long the
 //! faults go on, for longer soaks; `CHAOS_SEED` replaces the fixed seed of the driver, the
 //! workers and the destination.
 
 mod check;
+mod checker;
+mod failover;
 mod membership;
 mod procs;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
 
-use check::{Evidence, Faults, Report, STALL, StoredOp, WorkerLog};
+use check::{Evidence, Faults, Hostile, Report, STALL, StoredOp, WorkerLog};
 use membership::Fleet;
 use procs::{Dispatcher, Worker, WorkerSpec};
 
@@ -132,23 +147,24 @@ async fn mssql_membership() {
     chaos("mssql", db, false, Variant::Membership).await;
 }
 
-/// A run on a PostgreSQL cluster of the test's own, restarted halfway; on the `DATABASE_URL`
-/// server, without the restart.
+/// A run on a PostgreSQL cluster of the test's own, crashed halfway; on the `DATABASE_URL`
+/// server, without the crash.
 async fn on_postgres(variant: Variant) {
     match TestDb::postgres_own_cluster().await {
         Some(db) => chaos("postgres", db, true, variant).await,
         None => {
             let _ = std::io::Write::write_all(
                 &mut std::io::stderr().lock(),
-                b"chaos: the database restart is skipped: DATABASE_URL names a server this test cannot restart\n",
+                b"chaos: the database crash is skipped: DATABASE_URL names a server this test cannot crash\n",
             );
             chaos("postgres", TestDb::postgres().await, false, variant).await;
         }
     }
 }
 
-/// One chaos run on `db`; panics with the checker's report when a guarantee broke.
-async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Variant) {
+/// One chaos run on `db`, crashing its server halfway when `crash_database`; panics with the
+/// checker's report when a guarantee broke.
+async fn chaos(backend: &str, db: TestDb, crash_database: bool, variant: Variant) {
     let default_seconds = match variant {
         Variant::Standby => 60,
         Variant::Membership => 40,
@@ -166,7 +182,10 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Varia
     let logs = Logs::new();
     drop(db.outbox().await); // migrated before anyone starts
 
-    let destination = Receiver::start_with(flaky(seed)).await;
+    // Where the destination's redirects point: a real server, which must receive nothing.
+    let elsewhere = Receiver::start().await;
+    let moods = Arc::new(Mutex::new(Hostile::default()));
+    let destination = Receiver::start_with(flaky(seed, elsewhere.url(), moods.clone())).await;
     let (partitions, first) = match variant {
         Variant::Standby => (1, DISPATCHERS),
         Variant::Membership => (membership::PARTITIONS, 1),
@@ -196,15 +215,29 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Varia
             Worker::start(db.url(), &spec, &logs.path().join(format!("w{i}.log")))
         })
         .collect();
+    // On PostgreSQL, a Python worker over the SQL API races the Rust ones for the same accounts.
+    if backend == "postgres" {
+        let spec = WorkerSpec {
+            name: "py".to_owned(),
+            seed: seed.wrapping_add(1 + WORKERS as u64),
+            uncooperative: true,
+            run_for: period,
+        };
+        workers.push(Worker::start_python(
+            db.url(),
+            &spec,
+            &logs.path().join("py.log"),
+        ));
+    }
 
-    let faults = drive(
+    let mut faults = drive(
         &db,
         &mut workers,
         &mut dispatchers,
         fleet,
         period,
         seed,
-        restart_database,
+        crash_database,
     )
     .await;
 
@@ -242,23 +275,16 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Varia
         .filter(|a| a.outcome.as_deref() != Some("delivered"))
         .count();
 
+    faults.hostile = Some(Hostile {
+        off_origin: elsewhere.received(),
+        ..moods.lock().unwrap().clone()
+    });
     let evidence = Evidence {
         workers: lines
             .iter()
             .map(|(name, lines)| WorkerLog::parse(name, lines))
             .collect(),
-        ops: ops
-            .into_iter()
-            .map(|o| StoredOp {
-                key: o.idempotency_key,
-                resource: o.resource,
-                order_key: o.order_key,
-                seq: o.seq,
-                fence: o.fence,
-                state: o.state,
-                body: o.body,
-            })
-            .collect(),
+        ops: ops.into_iter().map(StoredOp::from).collect(),
         failed_attempts,
         requests: destination.received(),
         faults,
@@ -282,21 +308,76 @@ async fn chaos(backend: &str, db: TestDb, restart_database: bool, variant: Varia
     }
 }
 
-/// The third-party API's moods, from `seed`: 10 % of requests get 503, 4 % are held past the
-/// dispatcher's timeout (then answered 200), the rest get 200 at once.
-fn flaky(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
+/// A body of NUL, bytes that are not UTF-8, terminal escapes (colour, bell, carriage return).
+const HOSTILE_BODY: &[u8] =
+    b"before\0nul \xff\xfe not utf-8 \x1b[31mred\x1b[0m bell\x07 cr\r line\nnext\ttab end";
+
+/// The third-party API's moods, from `seed`, per thousand requests: 100 get 503; 40 are held
+/// past the dispatcher's timeout (then answered 200); 30 get [`HOSTILE_BODY`] under odd headers
+/// ([`hostile_bytes`]); 30 get a body that never ends or is huge ([`endless`]); 30 get no
+/// answer (the connection is reset once the request was read); 15 are redirected to the same
+/// path at `elsewhere`, another server (the op is dead: 3xx is permanent); the rest get 200
+/// at once. `moods` counts the hostile bodies, which the destination's record cannot tell.
+fn flaky(
+    seed: u64,
+    elsewhere: String,
+    moods: Arc<Mutex<Hostile>>,
+) -> impl FnMut(&Received) -> Reply + Send + 'static {
     let mut rng = Rng::new(seed);
-    move |_| match rng.below(100) {
-        0..10 => Reply::status(503),
-        10..14 => Reply::status(200).after(STALL),
+    move |request| match rng.below(1000) {
+        0..100 => Reply::status(503),
+        100..140 => Reply::status(200).after(STALL),
+        140..170 => {
+            moods.lock().unwrap().bytes += 1;
+            hostile_bytes(&mut rng)
+        }
+        170..200 => {
+            moods.lock().unwrap().endless += 1;
+            endless(&mut rng)
+        }
+        200..230 => Reply::reset(),
+        230..245 => {
+            let status = [301, 302, 303, 307, 308][rng.below(5) as usize];
+            Reply::status(status).header("location", &format!("{elsewhere}{}", request.path))
+        }
         _ => Reply::status(200),
     }
 }
 
+/// [`HOSTILE_BODY`] as a 200, 500 or 503, under headers whose values are bytes that are not
+/// UTF-8, empty, repeated or 4 KiB long, a name of odd token characters, a `Retry-After` that
+/// is no number, and a content type that lies about the charset.
+fn hostile_bytes(rng: &mut Rng) -> Reply {
+    let status = [200, 500, 503][rng.below(3) as usize];
+    Reply::status(status)
+        .body_bytes(HOSTILE_BODY)
+        .header_bytes("x-not-utf8", b"caf\xe9 \xff\xfe\tend")
+        .header("x-empty", "")
+        .header("x-twice", "one")
+        .header("x-twice", "two")
+        .header("x-long", &"a".repeat(4096))
+        .header("x-!#$%&'*+.^_`|~", "odd token characters")
+        .header_bytes("retry-after", b"\xff soon")
+        .header("content-type", "text/plain; charset=utf-8")
+}
+
+/// A 200 or 503 whose body never ends, fast (chunked, or until a close that never comes) or in
+/// a trickle that outlasts the dispatcher's timeout; or a complete body of 4 MiB.
+fn endless(rng: &mut Rng) -> Reply {
+    let status = [200, 503][rng.below(2) as usize];
+    match rng.below(4) {
+        0 => Reply::endless(status, 16 * 1024, Duration::ZERO, true),
+        1 => Reply::endless(status, 16 * 1024, Duration::ZERO, false),
+        2 => Reply::endless(status, 64, Duration::from_millis(20), true),
+        _ => Reply::status(status).body_bytes(&vec![b'x'; 4 << 20]),
+    }
+}
+
 /// Injects faults for `period`: pauses workers past their lease, kills and restarts a
-/// dispatcher, pauses one past its partition lease, restarts the database once halfway when
-/// asked, and lets `fleet` (the membership variant) add, stop and start dispatchers. Every
-/// process is running again when it returns.
+/// dispatcher, pauses one past its partition lease, crashes the database once halfway when
+/// asked (SIGKILL to all its processes, a second down, then a start with crash recovery), and
+/// lets `fleet` (the membership variant) add, stop and start dispatchers. Every process is
+/// running again when it returns.
 async fn drive(
     db: &TestDb,
     workers: &mut [Worker],
@@ -304,7 +385,7 @@ async fn drive(
     mut fleet: Option<Fleet>,
     period: Duration,
     seed: u64,
-    restart_database: bool,
+    crash_database: bool,
 ) -> Faults {
     let mut rng = Rng::new(seed);
     let mut faults = Faults::default();
@@ -312,7 +393,7 @@ async fn drive(
     // Stop injecting a little before the workers stop, so the last pauses end in their run.
     let end = start + period.saturating_sub(MAX_LEASE * 2);
     let mut last_kill = start;
-    let mut restart_due = restart_database;
+    let mut crash_due = crash_database;
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
         let now = Instant::now();
@@ -358,14 +439,14 @@ async fn drive(
             dispatchers[pick].proc.pause(now + pause);
             faults.dispatcher_pauses += 1;
         }
-        if restart_due && now.duration_since(start) > period / 2 {
-            restart_due = false;
+        if crash_due && now.duration_since(start) > period / 2 {
+            crash_due = false;
             tokio::task::block_in_place(|| {
-                db.stop_server();
+                db.crash_server();
                 std::thread::sleep(Duration::from_secs(1));
                 db.start_server();
             });
-            faults.database_restarts += 1;
+            faults.database_crashes += 1;
         }
     }
     for w in workers.iter_mut().filter(|w| w.proc.is_paused()) {
@@ -378,256 +459,4 @@ async fn drive(
         faults.membership = Some(fleet.finish(dispatchers).await);
     }
     faults
-}
-
-/// The checker itself: it must see the violations it exists to catch.
-mod checker {
-    use std::time::{Duration, Instant};
-
-    use outbox_tests::Received;
-
-    use crate::check::{
-        Enqueue, Evidence, Membership, Outcome, Report, STALL, StoredOp, WorkerLog,
-    };
-
-    /// How the destination answered, in the tests below.
-    #[derive(Clone, Copy)]
-    enum Answer {
-        Ok,
-        Unavailable,
-        Stalled,
-    }
-
-    fn enqueue(key: &str, token: i64, outcome: Outcome) -> Enqueue {
-        Enqueue {
-            worker: "w0".to_owned(),
-            token,
-            key: key.to_owned(),
-            outcome,
-            batch: false,
-        }
-    }
-
-    fn op(key: &str, seq: i64, fence: i64) -> StoredOp {
-        StoredOp {
-            key: key.to_owned(),
-            resource: "statement:1".to_owned(),
-            order_key: Some("statement:1".to_owned()),
-            seq,
-            fence,
-            state: "delivered".to_owned(),
-            body: key.as_bytes().to_vec(),
-        }
-    }
-
-    fn request(key: &str, token: i64, answer: Answer) -> Received {
-        let (status, delay) = match answer {
-            Answer::Ok => (200, Duration::ZERO),
-            Answer::Unavailable => (503, Duration::ZERO),
-            Answer::Stalled => (200, STALL),
-        };
-        let at = Instant::now();
-        Received {
-            method: "POST".to_owned(),
-            path: "/v1/statements".to_owned(),
-            headers: [
-                ("idempotency-key".to_owned(), key.to_owned()),
-                ("x-fencing-token".to_owned(), token.to_string()),
-            ]
-            .into(),
-            body: key.as_bytes().to_vec(),
-            at,
-            status,
-            delay,
-            done: Some(at + delay),
-        }
-    }
-
-    /// Two accepted ops and one stale refusal, delivered correctly after a 503 and a stall.
-    fn healthy() -> Evidence {
-        Evidence {
-            workers: vec![WorkerLog {
-                enqueues: vec![
-                    enqueue("k1", 1, Outcome::Accepted),
-                    enqueue("k2", 2, Outcome::Accepted),
-                    enqueue("k3", 1, Outcome::Stale),
-                ],
-                jobs: 2,
-                ..WorkerLog::default()
-            }],
-            ops: vec![op("k1", 1, 1), op("k2", 2, 2)],
-            failed_attempts: 1,
-            requests: vec![
-                request("k1", 1, Answer::Unavailable),
-                request("k1", 1, Answer::Stalled),
-                request("k1", 1, Answer::Ok),
-                request("k2", 2, Answer::Ok),
-            ],
-            faults: crate::check::Faults {
-                pauses: 1,
-                dispatcher_restarts: 1,
-                ..crate::check::Faults::default()
-            },
-        }
-    }
-
-    fn problems(evidence: &Evidence) -> String {
-        Report::new(evidence).problems().join("\n")
-    }
-
-    #[test]
-    fn a_correct_run_has_no_problems() {
-        assert_eq!(problems(&healthy()), "");
-    }
-
-    #[test]
-    fn it_catches_a_lost_op() {
-        let mut e = healthy();
-        e.requests.retain(|r| r.header("idempotency-key") != "k2");
-        assert!(problems(&e).contains("(a) lost: 1"), "{}", problems(&e));
-        // Answered only after the dispatcher gave up: it never learnt; not delivered either.
-        e.requests.push(request("k2", 2, Answer::Stalled));
-        assert!(problems(&e).contains("(a) lost: 1"), "{}", problems(&e));
-    }
-
-    #[test]
-    fn it_catches_a_stale_send_and_a_refused_op_in_the_table() {
-        let mut e = healthy();
-        e.requests.push(request("k3", 1, Answer::Ok));
-        e.ops.push(op("k3", 3, 1));
-        let found = problems(&e);
-        assert!(found.contains("(b) stale sends: 1"), "{found}");
-        assert!(found.contains("(b) refused ops in the table: 1"), "{found}");
-    }
-
-    #[test]
-    fn it_catches_an_op_accepted_after_a_newer_tokens_op() {
-        let mut e = healthy();
-        e.workers[0]
-            .enqueues
-            .push(enqueue("k4", 1, Outcome::Accepted));
-        e.ops.push(op("k4", 3, 1));
-        e.requests.push(request("k4", 1, Answer::Ok));
-        let found = problems(&e);
-        assert!(found.contains("(b) stale accepts: 1"), "{found}");
-    }
-
-    #[test]
-    fn it_catches_an_unexpected_request_and_a_wrong_token() {
-        let mut e = healthy();
-        e.requests.push(request("nobody", 7, Answer::Ok));
-        e.requests.push(request("k2", 9, Answer::Ok));
-        assert!(
-            problems(&e).contains("(c) unexpected: 2"),
-            "{}",
-            problems(&e)
-        );
-    }
-
-    #[test]
-    fn it_catches_first_deliveries_out_of_enqueue_order() {
-        let mut e = healthy();
-        e.requests.insert(0, request("k2", 2, Answer::Unavailable));
-        assert!(
-            problems(&e).contains("(d) out of order: 1"),
-            "{}",
-            problems(&e)
-        );
-    }
-
-    #[test]
-    fn it_catches_duplicates_that_differ() {
-        let mut e = healthy();
-        let mut copy = request("k2", 2, Answer::Ok);
-        copy.body = b"something else".to_vec();
-        e.requests.push(copy);
-        assert!(
-            problems(&e).contains("(e) differing duplicates: 1"),
-            "{}",
-            problems(&e)
-        );
-    }
-
-    #[test]
-    fn a_run_without_faults_proves_nothing() {
-        let mut e = healthy();
-        e.workers[0].enqueues.pop();
-        e.failed_attempts = 0;
-        e.faults.dispatcher_restarts = 0;
-        let found = problems(&e);
-        for what in ["stale rejections", "dispatcher restarts", "retries"] {
-            assert!(found.contains(&format!("(f) {what} = 0")), "{found}");
-        }
-    }
-
-    /// The membership variant's record of a run where everything it must exercise happened.
-    fn membership() -> Membership {
-        Membership {
-            joined: 2,
-            left: 1,
-            unclean_leaves: Vec::new(),
-            rejoined: 1,
-            splits: vec![
-                vec![4],
-                vec![2, 2],
-                vec![2, 1, 1],
-                vec![2, 2],
-                vec![2, 1, 1],
-            ],
-        }
-    }
-
-    #[test]
-    fn a_membership_run_that_changed_nothing_proves_nothing() {
-        let mut e = healthy();
-        e.faults.membership = Some(membership());
-        assert_eq!(problems(&e), "");
-        e.faults.membership = Some(Membership {
-            joined: 0,
-            left: 0,
-            rejoined: 0,
-            splits: vec![vec![4]],
-            ..membership()
-        });
-        let found = problems(&e);
-        for what in [
-            "joins",
-            "graceful leaves",
-            "starts after a leave",
-            "split changes",
-            "splits with three leaders",
-        ] {
-            assert!(found.contains(&format!("(g) {what} = 0")), "{found}");
-        }
-    }
-
-    #[test]
-    fn it_catches_a_graceful_leave_that_did_not_exit_cleanly() {
-        let mut e = healthy();
-        e.faults.membership = Some(Membership {
-            unclean_leaves: vec!["d1 exited with exit status: 1".to_owned()],
-            ..membership()
-        });
-        let found = problems(&e);
-        assert!(
-            found.contains("(g) graceful leaves that did not exit 0: 1"),
-            "{found}"
-        );
-    }
-
-    #[test]
-    fn an_unknown_outcome_is_resolved_by_the_table() {
-        let mut e = healthy();
-        e.workers[0].enqueues.push(enqueue("k4", 2, Outcome::Error));
-        e.workers[0].enqueues.push(enqueue("k5", 2, Outcome::Error));
-        e.ops.push(op("k4", 3, 2));
-        e.requests.push(request("k4", 2, Answer::Ok));
-        assert_eq!(problems(&e), "");
-        e.requests.push(request("k5", 2, Answer::Ok));
-        assert!(
-            problems(&e).contains("(b) stale sends: 1"),
-            "{}",
-            problems(&e)
-        );
-    }
 }

@@ -130,19 +130,54 @@ pub(crate) struct Worker {
 impl Worker {
     /// Starts the example worker in loop mode on `database_url`; stderr goes to `log`.
     pub(crate) fn start(database_url: &str, spec: &WorkerSpec, log: &Path) -> Worker {
-        let mut child = Command::new(&binaries().worker)
+        let mut command = Command::new(&binaries().worker);
+        command
             .arg("--database-url")
             .arg(database_url)
             .args(["--loop-for", &format!("{}ms", spec.run_for.as_millis())])
             .args(["--accounts", "4", "--max-ops", "3"])
             .args(["--ttl", "1s", "--ttl-max", "2s", "--work", "300ms"])
             .args(["--name", &spec.name, "--seed", &spec.seed.to_string()])
-            .args(spec.uncooperative.then_some("--uncooperative"))
+            .args(spec.uncooperative.then_some("--uncooperative"));
+        Worker::spawn(command, spec, log)
+    }
+
+    /// Starts the Python example (`examples/python/statement_worker.py loop`, over the SQL API
+    /// with psycopg) on the same accounts, leases and event lines as [`Worker::start`]; it
+    /// has no lease keeper, so it is uncooperative by nature. The interpreter is
+    /// `OUTBOX_EXAMPLES_PYTHON`, or the virtualenv the test command makes.
+    pub(crate) fn start_python(database_url: &str, spec: &WorkerSpec, log: &Path) -> Worker {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let python = std::env::var_os("OUTBOX_EXAMPLES_PYTHON")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target/examples-venv/bin/python"));
+        assert!(
+            python.is_file(),
+            "{} not found: run the test command (ops/test.sh), which makes that virtualenv \
+             from examples/python/requirements.txt, or set OUTBOX_EXAMPLES_PYTHON",
+            python.display()
+        );
+        let mut command = Command::new(python);
+        command
+            .arg(root.join("examples/python/statement_worker.py"))
+            .arg("loop")
+            .arg("--database-url")
+            .arg(database_url)
+            .args(["--loop-for", &format!("{}", spec.run_for.as_secs_f64())])
+            .args(["--accounts", "4", "--max-ops", "3"])
+            .args(["--ttl-min", "1s", "--ttl-max", "2s", "--work", "300ms"])
+            .args(["--name", &spec.name, "--seed", &spec.seed.to_string()]);
+        Worker::spawn(command, spec, log)
+    }
+
+    fn spawn(mut command: Command, spec: &WorkerSpec, log: &Path) -> Worker {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log).expect("worker log"))
             .spawn()
-            .expect("start statement_worker");
+            .unwrap_or_else(|e| panic!("start worker {}: {e}", spec.name));
         let lines: Arc<Mutex<Vec<String>>> = Arc::default();
         let stdout = child.stdout.take().expect("piped stdout");
         let sink = lines.clone();
@@ -158,6 +193,21 @@ impl Worker {
             lines,
             reader: Some(reader),
         }
+    }
+
+    /// Every line it printed so far, while it runs.
+    pub(crate) fn lines_so_far(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// SIGKILL (a producer stopped for a runbook step, say), and every line it printed.
+    pub(crate) fn kill(mut self) -> Vec<String> {
+        let _ = self.proc.child.kill();
+        let _ = self.proc.child.wait();
+        if let Some(reader) = self.reader.take() {
+            reader.join().expect("worker output reader");
+        }
+        std::mem::take(&mut *self.lines.lock().unwrap())
     }
 
     /// Waits for it to finish its loop (up to `timeout`) and returns every line it printed.
@@ -211,16 +261,34 @@ impl Dispatcher {
         destination: &str,
         partitions: u32,
     ) -> PathBuf {
+        Self::configure_with_lease(
+            dir,
+            database_url,
+            destination,
+            partitions,
+            Duration::from_secs(3),
+        )
+    }
+
+    /// As [`Dispatcher::configure`], with a partition lease of `lease_ttl`.
+    pub(crate) fn configure_with_lease(
+        dir: &Path,
+        database_url: &str,
+        destination: &str,
+        partitions: u32,
+        lease_ttl: Duration,
+    ) -> PathBuf {
         let config = dir.join("dispatcher.toml");
         // No circuit breaker: a rare run of 503s would only pause delivery for a cooldown; the
         // breaker has its own tests (dispatcher/tests/breaker.rs).
         let text = format!(
             "[database]\nurl = {database_url:?}\n[lease]\nmin_ttl = \"1s\"\n\
-             [dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
+             [dispatcher]\nlease_ttl = \"{lease}ms\"\npoll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
              partitions = {partitions}\n\
              [destinations.statements]\nbase_url = {destination:?}\ntimeout = \"1s\"\n\
              retry = {{ base = \"50ms\", cap = \"500ms\", max_attempts = 1000, max_age = \"1h\" }}\n\
-             breaker = {{ enabled = false }}\n"
+             breaker = {{ enabled = false }}\n",
+            lease = lease_ttl.as_millis()
         );
         std::fs::write(&config, text).expect("write dispatcher config");
         config

@@ -110,7 +110,8 @@ impl TestDb {
         }
     }
 
-    /// A database on a PostgreSQL cluster of this test's own, which it may stop and start.
+    /// A database on a PostgreSQL cluster of this test's own, which it may stop, crash and
+    /// start; its commits survive a crash of the server.
     /// `None`, after saying why, when there are no local PostgreSQL binaries.
     pub async fn postgres_own_cluster() -> Option<TestDb> {
         init();
@@ -123,7 +124,7 @@ impl TestDb {
             }
             panic!("{}", pg::HOW_TO_GET_POSTGRES);
         }
-        let cluster = tokio::task::spawn_blocking(Cluster::start)
+        let cluster = tokio::task::spawn_blocking(Cluster::start_crashable)
             .await
             .expect("cluster start task")
             .unwrap_or_else(|e| panic!("cannot start a PostgreSQL cluster: {e}"));
@@ -137,6 +138,22 @@ impl TestDb {
             drop_on_external_server: None,
             babelfish: false,
         })
+    }
+
+    /// A new database on a PostgreSQL server that the test runs and removes itself (a highly
+    /// available cluster, say), created through `server_url` (any database of that server).
+    pub async fn postgres_on(server_url: &str) -> TestDb {
+        init();
+        let name = fresh_database_name();
+        create_database(server_url, &name).await;
+        TestDb {
+            kind: Kind::Postgres,
+            url: pg::with_database(server_url, &name),
+            _sqlite_dir: None,
+            own_cluster: None,
+            drop_on_external_server: None,
+            babelfish: false,
+        }
     }
 
     /// A new database on the SQL Server that `OUTBOX_MSSQL_URL` names (a login that may
@@ -266,7 +283,18 @@ impl TestDb {
             .expect("stop PostgreSQL");
     }
 
-    /// Starts it again.
+    /// Crashes the database server of a test's own PostgreSQL cluster: SIGKILL to the
+    /// postmaster and all its processes ([`Cluster::crash`]).
+    pub fn crash_server(&self) {
+        assert!(self.kind != Kind::Mssql, "{MSSQL_CANNOT_RESTART}");
+        self.own_cluster
+            .as_ref()
+            .expect("crash_server needs TestDb::postgres_own_cluster")
+            .crash()
+            .expect("crash PostgreSQL");
+    }
+
+    /// Starts it again (after a crash, once crash recovery is done).
     pub fn start_server(&self) {
         assert!(self.kind != Kind::Mssql, "{MSSQL_CANNOT_RESTART}");
         self.own_cluster

@@ -7,6 +7,7 @@ pub mod babelfish;
 pub mod cases;
 pub mod db;
 mod mssql;
+pub mod patroni;
 pub mod pg;
 pub mod pgbouncer;
 pub mod process;
@@ -17,7 +18,7 @@ pub mod wait;
 pub use cases::{EnqueueCase, enqueue_cases};
 pub use db::{AttemptRow, Kind, OpRow, TestDb, lease, split};
 pub use process::signal;
-pub use receiver::{Received, Receiver, Reply};
+pub use receiver::{Answer, Received, Receiver, Reply};
 pub use rng::Rng;
 pub use wait::{wait_for, wait_until};
 

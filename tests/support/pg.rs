@@ -1,11 +1,13 @@
 //! Throwaway PostgreSQL clusters started from the local binaries (`initdb`, `pg_ctl`), or the
 //! server named by `DATABASE_URL`. A watcher process stops each cluster and removes its files
-//! when the test process exits, even when tests fail or the process is killed.
+//! when the test process exits, even when tests fail or the process is killed. A cluster can be
+//! stopped cleanly, or crashed (SIGKILL to the postmaster and every process it started), and
+//! started again.
 
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -16,7 +18,7 @@ pub const HOW_TO_GET_POSTGRES: &str = "PostgreSQL tests need a server: install t
 that user may create databases";
 
 /// Where the PostgreSQL server programs are.
-fn bin_dir() -> Option<PathBuf> {
+pub(crate) fn bin_dir() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             if dir.join("initdb").is_file() && dir.join("pg_ctl").is_file() {
@@ -24,6 +26,12 @@ fn bin_dir() -> Option<PathBuf> {
             }
         }
     }
+    versioned_bin_dir()
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin`, where Debian keeps every server program
+/// (`pg_controldata`, `pg_rewind`… which Patroni needs and a PATH may lack).
+pub(crate) fn versioned_bin_dir() -> Option<PathBuf> {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .ok()?
         .filter_map(|e| {
@@ -45,6 +53,19 @@ pub(crate) fn running_as_root() -> bool {
         .unwrap_or(false)
 }
 
+/// What a cluster's commits survive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// Nothing: no fsync, and a commit returns before its WAL is written out of the server's
+    /// memory (`synchronous_commit=off`), so a crash of the server loses the latest commits.
+    Nothing,
+    /// A crash of the server's processes (SIGKILL): a commit returns once its WAL is written to
+    /// the kernel, which keeps it; never fsynced, so a crash of the machine would lose it.
+    ProcessCrash,
+    /// A power cut: PostgreSQL's defaults (fsync, synchronous commit, full-page writes).
+    PowerCut,
+}
+
 /// A PostgreSQL cluster in a temporary folder, on a free loopback port, with trust auth.
 #[derive(Debug)]
 pub struct Cluster {
@@ -52,23 +73,30 @@ pub struct Cluster {
     dir: PathBuf,
     port: u16,
     as_postgres_user: bool,
-    durable: bool,
+    durability: Durability,
 }
 
 impl Cluster {
-    /// Creates and starts a new cluster for tests (no fsync: nothing here must survive a power
-    /// cut), and a watcher that removes it when this process ends.
+    /// Creates and starts a new cluster for tests (no fsync, no synchronous commit: nothing
+    /// here must survive a crash), and a watcher that removes it when this process ends.
     pub fn start() -> Result<Cluster, String> {
-        Cluster::start_with(false)
+        Cluster::start_with(Durability::Nothing)
+    }
+
+    /// As [`Cluster::start`], for tests that crash it ([`Cluster::crash`]): every commit
+    /// survives a crash of the server's processes (synchronous commit, full-page writes; still
+    /// no fsync).
+    pub fn start_crashable() -> Result<Cluster, String> {
+        Cluster::start_with(Durability::ProcessCrash)
     }
 
     /// As [`Cluster::start`], with PostgreSQL's default durability (fsync, synchronous commit,
     /// full-page writes), for benchmarks.
     pub fn start_durable() -> Result<Cluster, String> {
-        Cluster::start_with(true)
+        Cluster::start_with(Durability::PowerCut)
     }
 
-    fn start_with(durable: bool) -> Result<Cluster, String> {
+    fn start_with(durability: Durability) -> Result<Cluster, String> {
         let bin = bin_dir().ok_or_else(|| HOW_TO_GET_POSTGRES.to_owned())?;
         let as_postgres_user = running_as_root();
         let dir = tempfile::Builder::new()
@@ -81,7 +109,7 @@ impl Cluster {
             dir,
             port: 0,
             as_postgres_user,
-            durable,
+            durability,
         };
         if as_postgres_user {
             cluster.run("chown", &["postgres:postgres", cluster.dir_str()], false)?;
@@ -127,18 +155,75 @@ impl Cluster {
         self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"], true)
     }
 
-    /// Starts the server again on the same port.
+    /// Starts the server again on the same port (after a crash, once its crash recovery is
+    /// done).
     pub fn restart(&self) -> Result<(), String> {
         self.pg_ctl_start()
+    }
+
+    /// Crashes the server: SIGKILL to the postmaster (its pid read from `postmaster.pid`) and
+    /// to every process it started, as when the machine's OOM killer or an operator's `kill -9`
+    /// takes them: no shutdown checkpoint, the files left as they were. The next start
+    /// ([`Cluster::restart`]) runs crash recovery. Refused on a cluster whose commits would not
+    /// survive it (see [`Cluster::start_crashable`]).
+    pub fn crash(&self) -> Result<(), String> {
+        if self.durability == Durability::Nothing {
+            return Err("this cluster would lose commits in a crash: start it with \
+                        Cluster::start_crashable"
+                .to_owned());
+        }
+        let pid_file = format!("{}/postmaster.pid", self.data_dir());
+        let text = std::fs::read_to_string(&pid_file)
+            .map_err(|e| format!("cannot read {pid_file} (is the server running?): {e}"))?;
+        let postmaster: u32 = text
+            .lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .ok_or_else(|| format!("{pid_file} names no process: {text:?}"))?;
+        // All stopped first: the postmaster starts no process while they are listed, and none
+        // of them sees another die (a backend would exit on its own on the postmaster's death).
+        // A child may have exited since it was listed: signals to children may fail, and the
+        // wait below finds any that really did not die.
+        kill("-STOP", &[postmaster])?;
+        let mut pids = vec![postmaster];
+        let mut next = 0;
+        while let Some(&pid) = pids.get(next) {
+            let children = children_of(pid);
+            if !children.is_empty() {
+                let _ = kill("-STOP", &children);
+            }
+            pids.extend(children);
+            next += 1;
+        }
+        if pids.len() > 1 {
+            let _ = kill("-KILL", &pids[1..]);
+        }
+        kill("-KILL", &[postmaster])?;
+        // The next start refuses while the old postmaster exists, even as a zombie.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pids
+            .iter()
+            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        {
+            if std::time::Instant::now() > deadline {
+                return Err(format!(
+                    "the server's processes {pids:?} were SIGKILLed but still exist after 30 s"
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     fn pg_ctl_start(&self) -> Result<(), String> {
         let data = self.data_dir();
         let log = format!("{}/server.log", self.dir_str());
-        let speed = if self.durable {
-            "-c shared_buffers=128MB"
-        } else {
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+        let speed = match self.durability {
+            Durability::PowerCut => "-c shared_buffers=128MB",
+            Durability::ProcessCrash => "-c fsync=off -c shared_buffers=64MB",
+            Durability::Nothing => {
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
+            }
         };
         let options = format!(
             "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
@@ -225,6 +310,46 @@ impl Cluster {
         );
         spawn_watcher(&script, "cluster")
     }
+}
+
+/// Sends `signal` (as kill(1) spells it: "-STOP", "-KILL") to every process of `pids`; an
+/// error when it could not be delivered to one of them.
+fn kill(signal: &str, pids: &[u32]) -> Result<(), String> {
+    let out = Command::new("kill")
+        .arg(signal)
+        .args(pids.iter().map(u32::to_string))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "kill {signal} {pids:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The processes whose parent is `parent`, from `/proc`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // "pid (comm) state ppid ...": the command may hold spaces and parentheses.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let after = stat.rsplit_once(')')?.1;
+                    after.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// Runs `script` in a detached shell of its own process group (so Ctrl-C does not take it),

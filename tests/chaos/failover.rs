@@ -1,0 +1,615 @@
+//! Failover under Patroni (issue 27): etcd, two PostgreSQL nodes under Patroni and HAProxy in
+//! front (`outbox_tests::patroni`); four Rust workers and one Python worker over the SQL API
+//! race for the same four accounts, and two dispatchers deliver to a recording destination,
+//! all through HAProxy, while the primary's PostgreSQL is SIGKILLed at random moments.
+//!
+//! - `synchronous`: `synchronous_mode: true`, two kills. The chaos checker finds nothing lost,
+//!   no stale send, nothing unexpected, order and duplicates as always; no fencing token was
+//!   granted twice for one resource (G1 across the failovers); and every kill is followed by a
+//!   delivery within twice the dispatchers' lease.
+//! - `asynchronous`: `synchronous_mode: false`. The primary's WAL senders are held (replication
+//!   lag) while workers acquire and enqueue, then it is killed: the standby is promoted without
+//!   those commits, and the run shows what `docs/scaling.md` says (acknowledged ops lost, tokens
+//!   granted twice). Then the runbook step of `docs/scaling.md`, read from that file, is run
+//!   with producers and dispatchers stopped; afterwards every token is above every token
+//!   granted before, none is granted twice, and everything accepted is delivered.
+//!
+//! Each test prints its figures (counts, time to promotion and to the next delivery) to stderr.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use outbox_tests::patroni::HaCluster;
+use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
+use sqlx::{Connection, PgConnection};
+use time::OffsetDateTime;
+
+use crate::check::{Evidence, Faults, Report, StoredOp, WorkerLog, tokens_granted_twice};
+use crate::procs::{Dispatcher, Worker, WorkerSpec};
+use crate::{Logs, MAX_LEASE};
+
+/// The dispatchers' partition lease; the target for a kill to the next delivery is twice this.
+const LEASE: Duration = Duration::from_secs(5);
+/// How long the synchronous run's workers keep running jobs.
+const PERIOD: Duration = Duration::from_secs(50);
+/// Rust workers (the Python one comes on top).
+const RUST_WORKERS: usize = 4;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous() {
+    let mut run = Run::start(true, 0xFA11_0001).await;
+    run.check_standby_is_unavailable().await;
+    run.start_workers("", PERIOD);
+    let start = Instant::now();
+    let mut rng = Rng::new(run.seed);
+    let mut kills = Vec::new();
+    for k in 1..=2u32 {
+        let due = start + PERIOD * k / 3 + Duration::from_millis(rng.below(3000));
+        run.pause_workers_until(due, &mut rng).await;
+        assert!(
+            start.elapsed() < PERIOD - Duration::from_secs(8),
+            "kill {k} came too late in the run to see deliveries after it: the cluster took \
+             too long to become healthy again"
+        );
+        kills.push(run.kill_primary().await);
+        run.wait_healthy().await;
+    }
+    // One dispatcher SIGKILLed too, once the cluster is whole again: the checker asks for it.
+    run.dispatchers[0].kill_and_restart();
+    run.pause_workers_until(start + PERIOD - MAX_LEASE * 2, &mut rng)
+        .await;
+    let lines = run.finish_workers().await;
+    let report = run.drain_and_check(&lines, &mut kills).await;
+    let problems = report.problems();
+    assert!(
+        problems.is_empty(),
+        "failover (synchronous) broke a guarantee:\n{}",
+        problems.join("\n")
+    );
+    for kill in &kills {
+        let delivery = kill.to_delivery.expect("a delivery after the kill");
+        assert!(
+            delivery <= LEASE * 2,
+            "the next delivery came {delivery:?} after the kill, more than twice the lease ({LEASE:?})"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asynchronous() {
+    let mut run = Run::start(false, 0xFA11_0002).await;
+    // Workers are stopped for the runbook step, long before this.
+    run.start_workers("", Duration::from_secs(600));
+    let mut rng = Rng::new(run.seed);
+    run.pause_workers_until(Instant::now() + Duration::from_secs(8), &mut rng)
+        .await;
+    let held = run.hold_replication();
+    let hold_marks = run.line_marks();
+    let before = run.lines_now();
+    let (r, b) = (&run, &before);
+    wait_for(
+        Duration::from_secs(20),
+        "a worker acquires and enqueues while replication is held",
+        move || async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = r.lines_now();
+            (count(&now, "\"acquired\"") > count(b, "\"acquired\"")
+                && count(&now, "\"accepted\"") > count(b, "\"accepted\""))
+            .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut kills = vec![run.kill_primary().await];
+    let promotion_marks = run.line_marks();
+    run.cluster.resume(&held);
+    // The lost grants are handed out again as workers take the same accounts.
+    let repeated = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            if !run.tokens_granted_twice().is_empty() {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(20), repeated).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen_before_bump = run.tokens_granted_twice();
+
+    // The runbook (docs/scaling.md): producers and dispatchers stopped, every fence raised on
+    // the new primary, then everyone starts again.
+    let mut lines = run.kill_workers();
+    let stopped: Vec<Dispatcher> = std::mem::take(&mut run.dispatchers);
+    for d in stopped {
+        d.stop();
+    }
+    let bumped = run.apply_runbook().await;
+    run.restart_dispatchers();
+    let phase_two = Instant::now();
+    run.start_workers("b", Duration::from_secs(15));
+    run.pause_workers_until(phase_two + Duration::from_secs(6), &mut rng)
+        .await;
+    run.dispatchers[0].kill_and_restart();
+    run.pause_workers_until(phase_two + Duration::from_secs(11), &mut rng)
+        .await;
+    // The keys enqueued between the hold and the promotion: the lost window.
+    let window: Vec<String> = lines
+        .iter()
+        .zip(hold_marks.iter().zip(&promotion_marks))
+        .flat_map(|((_, l), (&from, &to))| l[from.min(l.len())..to.min(l.len())].to_vec())
+        .filter_map(|line| {
+            let event: serde_json::Value = serde_json::from_str(&line).ok()?;
+            Some(event["key"].as_str()?.to_owned())
+        })
+        .collect();
+    let before_names: Vec<String> = lines.iter().map(|(name, _)| name.clone()).collect();
+    lines.extend(run.finish_workers().await);
+    let report = run.drain_and_check(&lines, &mut kills).await;
+
+    // What the lost window did: acknowledged ops lost, tokens granted twice, requests for ops
+    // the table no longer has. A lost op was enqueued in the window; an unexpected request or
+    // row is of an op enqueued in the window, or of one a worker stopped for the runbook
+    // committed without printing it (SIGKILLed between the commit and the line).
+    let in_window = |entry: &String| window.iter().any(|k| entry.starts_with(k.as_str()));
+    let unlogged_before = |entry: &String| {
+        entry.ends_with("in the table, no worker enqueued it")
+            && before_names
+                .iter()
+                .any(|n| entry.contains(&format!("-{n}-")))
+    };
+    let lost = report.lost().to_vec();
+    let unexpected = report.unexpected().to_vec();
+    let others: Vec<String> = report
+        .problems()
+        .into_iter()
+        .filter(|p| {
+            !p.starts_with("(a) lost")
+                && !p.starts_with("(c) unexpected")
+                && !p.starts_with("(h) tokens granted twice")
+        })
+        .collect();
+    eprintln!(
+        "failover (asynchronous), what the lost window did: {} acknowledged ops lost, \
+         {} requests or rows for ops the new primary lacks, tokens granted twice before the \
+         runbook: {seen_before_bump:?}; the runbook raised {bumped} lease rows",
+        lost.len(),
+        unexpected.len()
+    );
+    assert!(
+        !lost.is_empty() || !seen_before_bump.is_empty(),
+        "the asynchronous failover lost nothing: the run did not show what it exists to show"
+    );
+    assert!(
+        others.is_empty(),
+        "failover (asynchronous) broke a guarantee the lost window does not explain:\n{}",
+        others.join("\n")
+    );
+    assert!(
+        lost.iter().all(in_window)
+            && unexpected
+                .iter()
+                .all(|u| in_window(u) || unlogged_before(u)),
+        "ops lost or unexpected that the lost window does not explain: {lost:?} {unexpected:?}"
+    );
+    // After the runbook: every grant above every grant before it, and none twice.
+    let after: Vec<&crate::check::Grant> = run.grants_after_bump.iter().collect();
+    let below: Vec<String> = after
+        .iter()
+        .filter(|g| {
+            run.grants_before_bump
+                .iter()
+                .any(|b| b.resource == g.resource && b.token >= g.token)
+        })
+        .map(|g| format!("{} token {}", g.resource, g.token))
+        .collect();
+    assert!(
+        below.is_empty(),
+        "after the runbook, tokens not above those granted before: {below:?}"
+    );
+    let twice_after = tokens_granted_twice(after.iter().copied());
+    assert!(
+        twice_after.is_empty(),
+        "after the runbook, tokens granted twice: {twice_after:?} (all: {:?})",
+        report.grants_twice()
+    );
+    assert!(!after.is_empty(), "no lease was granted after the runbook");
+}
+
+/// Counts lines containing `what`.
+fn count(lines: &[String], what: &str) -> usize {
+    lines.iter().filter(|l| l.contains(what)).count()
+}
+
+/// One kill of the primary and what followed.
+#[derive(Debug, Clone)]
+struct Kill {
+    /// When, by this machine's clock (the database's too: it runs here).
+    at: OffsetDateTime,
+    /// The node that was primary.
+    node: usize,
+    /// From the kill until the standby was promoted and HAProxy routed to it.
+    to_promotion: Duration,
+    /// From the kill until an attempt begun after it was recorded delivered.
+    to_delivery: Option<Duration>,
+}
+
+/// The parts of one failover run.
+struct Run {
+    cluster: HaCluster,
+    db: TestDb,
+    logs: Logs,
+    destination: Receiver,
+    config: std::path::PathBuf,
+    dispatchers: Vec<Dispatcher>,
+    workers: Vec<Worker>,
+    seed: u64,
+    synchronous: bool,
+    /// Workers stopped past their lease so far.
+    pauses: usize,
+    /// Grants logged by workers stopped before the runbook, and by those started after it.
+    grants_before_bump: Vec<crate::check::Grant>,
+    grants_after_bump: Vec<crate::check::Grant>,
+}
+
+impl Run {
+    /// The cluster, a migrated database through HAProxy, the destination and two dispatchers
+    /// on two partitions.
+    async fn start(synchronous: bool, seed: u64) -> Run {
+        let cluster = tokio::task::spawn_blocking(move || HaCluster::start(synchronous))
+            .await
+            .expect("cluster start task")
+            .unwrap_or_else(|e| panic!("cannot start the Patroni cluster: {e}"));
+        tokio::task::spawn_blocking(crate::procs::binaries)
+            .await
+            .expect("build the binaries");
+        let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+        drop(db.outbox().await);
+        let logs = Logs::new();
+        let destination = Receiver::start_with(mostly_ok(seed)).await;
+        let config =
+            Dispatcher::configure_with_lease(logs.path(), db.url(), &destination.url(), 2, LEASE);
+        let dispatchers = (0..2)
+            .map(|i| Dispatcher::start(&config, &format!("d{i}")))
+            .collect();
+        Run {
+            cluster,
+            db,
+            logs,
+            destination,
+            config,
+            dispatchers,
+            workers: Vec::new(),
+            seed,
+            synchronous,
+            pauses: 0,
+            grants_before_bump: Vec::new(),
+            grants_after_bump: Vec::new(),
+        }
+    }
+
+    /// Issue 27, item 3: a connection that lands on a standby (here, straight to its port) is
+    /// told the database is unavailable, never that the op is bad.
+    async fn check_standby_is_unavailable(&self) {
+        let primary = self.cluster.primary().expect("a primary");
+        let name = self.db.url().rsplit('/').next().expect("a database name");
+        let url = self.cluster.node_url(1 - primary, name);
+        // The standby flushed the database's creation before the commit returned; it may
+        // replay it a moment later.
+        let outbox = wait_for(
+            Duration::from_secs(30),
+            "the standby has replayed the database",
+            || async {
+                outbox_producer::Outbox::connect_with(&url, TestDb::options())
+                    .await
+                    .ok()
+            },
+        )
+        .await;
+        match outbox
+            .try_acquire("statement:on-a-standby", Duration::from_secs(5))
+            .await
+        {
+            Err(outbox_producer::Error::Store(e)) => assert_eq!(
+                e.kind(),
+                outbox_store::StoreErrorKind::Unavailable,
+                "a write on a standby: {e}"
+            ),
+            other => panic!("a lease acquired on a read-only standby: {other:?}"),
+        }
+    }
+
+    /// Four Rust workers (`w0{tag}`…) and a Python one (`py{tag}`), for `period`.
+    fn start_workers(&mut self, tag: &str, period: Duration) {
+        let url = self.db.url().to_owned();
+        for i in 0..=RUST_WORKERS {
+            let spec = WorkerSpec {
+                name: if i < RUST_WORKERS {
+                    format!("w{i}{tag}")
+                } else {
+                    format!("py{tag}")
+                },
+                seed: self
+                    .seed
+                    .wrapping_add(1 + i as u64 + tag.len() as u64 * 100),
+                uncooperative: i % 2 == 0,
+                run_for: period,
+            };
+            let log = self.logs.path().join(format!("{}.log", spec.name));
+            self.workers.push(if i < RUST_WORKERS {
+                Worker::start(&url, &spec, &log)
+            } else {
+                Worker::start_python(&url, &spec, &log)
+            });
+        }
+    }
+
+    /// Until `until`, stops a running worker past its lease now and then (SIGSTOP, at most
+    /// two at once), as the chaos run does, so stale owners try to enqueue; every worker runs
+    /// again when it returns.
+    async fn pause_workers_until(&mut self, until: Instant, rng: &mut Rng) {
+        while Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
+            let now = Instant::now();
+            for w in &mut self.workers {
+                w.proc.resume_if_due(now);
+            }
+            let running: Vec<usize> = (0..self.workers.len())
+                .filter(|&i| !self.workers[i].proc.is_paused())
+                .collect();
+            if rng.below(10) < 4 && running.len() + 2 > self.workers.len() {
+                let pick = running[rng.below(running.len() as u64) as usize];
+                let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
+                self.workers[pick].proc.pause(now + pause);
+                self.pauses += 1;
+            }
+        }
+        for w in self.workers.iter_mut().filter(|w| w.proc.is_paused()) {
+            w.proc.resume();
+        }
+    }
+
+    /// How many lines each running worker printed so far, in start order.
+    fn line_marks(&self) -> Vec<usize> {
+        self.workers
+            .iter()
+            .map(|w| w.lines_so_far().len())
+            .collect()
+    }
+
+    /// Every line the running workers printed so far.
+    fn lines_now(&self) -> Vec<String> {
+        self.workers.iter().flat_map(Worker::lines_so_far).collect()
+    }
+
+    /// The (resource, token) pairs granted to two owners so far, by every worker.
+    fn tokens_granted_twice(&self) -> Vec<String> {
+        let logs: Vec<WorkerLog> = self
+            .workers
+            .iter()
+            .map(|w| WorkerLog::parse(&w.name, &w.lines_so_far()))
+            .collect();
+        tokens_granted_twice(
+            logs.iter()
+                .flat_map(|l| l.grants.iter())
+                .chain(&self.grants_before_bump),
+        )
+    }
+
+    /// Stops the workers at once (SIGKILL) and returns their lines; their grants are the
+    /// grants before the runbook.
+    fn kill_workers(&mut self) -> Vec<(String, Vec<String>)> {
+        let lines: Vec<(String, Vec<String>)> = std::mem::take(&mut self.workers)
+            .into_iter()
+            .map(|w| (w.name.clone(), w.kill()))
+            .collect();
+        for (name, l) in &lines {
+            self.grants_before_bump
+                .extend(WorkerLog::parse(name, l).grants);
+        }
+        lines
+    }
+
+    /// Waits for the workers to end their loop and returns their lines.
+    async fn finish_workers(&mut self) -> Vec<(String, Vec<String>)> {
+        let workers = std::mem::take(&mut self.workers);
+        let lines: Vec<(String, Vec<String>)> = tokio::task::spawn_blocking(move || {
+            workers
+                .into_iter()
+                .map(|w| (w.name.clone(), w.finish(Duration::from_secs(90))))
+                .collect()
+        })
+        .await
+        .expect("workers finished");
+        if !self.grants_before_bump.is_empty() {
+            for (name, l) in &lines {
+                self.grants_after_bump
+                    .extend(WorkerLog::parse(name, l).grants);
+            }
+        }
+        lines
+    }
+
+    fn hold_replication(&self) -> Vec<u32> {
+        self.cluster
+            .hold_replication()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// SIGKILLs the primary and waits for the standby's promotion.
+    async fn kill_primary(&mut self) -> Kill {
+        let node = self
+            .cluster
+            .crash_primary()
+            .unwrap_or_else(|e| panic!("{e}"));
+        // After the kill: an attempt the old primary recorded in the moment before is no
+        // delivery after it.
+        let at = OffsetDateTime::now_utc();
+        let killed = Instant::now();
+        let cluster = &self.cluster;
+        let promoted =
+            tokio::task::block_in_place(|| cluster.wait_new_primary(node, Duration::from_secs(90)));
+        promoted.unwrap_or_else(|e| panic!("{e}"));
+        Kill {
+            at,
+            node,
+            to_promotion: killed.elapsed(),
+            to_delivery: None,
+        }
+    }
+
+    /// Waits until the old primary follows the new one again.
+    async fn wait_healthy(&self) {
+        let cluster = &self.cluster;
+        tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(120)))
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Runs the runbook's SQL from docs/scaling.md on the new primary; the lease rows changed.
+    async fn apply_runbook(&self) -> u64 {
+        let sql = runbook_sql();
+        let mut c = PgConnection::connect(self.db.url())
+            .await
+            .expect("connect to the new primary");
+        let changed = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("the runbook's SQL runs")
+            .rows_affected();
+        assert!(changed > 0, "the runbook's SQL changed no lease row");
+        changed
+    }
+
+    fn restart_dispatchers(&mut self) {
+        self.dispatchers = (0..2)
+            .map(|i| Dispatcher::start(&self.config, &format!("d{i}-after")))
+            .collect();
+    }
+
+    /// From the kill to the first delivery of an attempt begun after it, on the database
+    /// clock (the same machine's).
+    async fn to_delivery(&self, kill: &Kill) -> Option<Duration> {
+        let mut c = PgConnection::connect(self.db.url()).await.ok()?;
+        let seconds: Option<f64> = sqlx::query_scalar(
+            "SELECT extract(epoch FROM min(finished_at) - $1)::float8 FROM outbox_attempts \
+             WHERE outcome = 'delivered' AND started_at > $1",
+        )
+        .bind(kill.at)
+        .fetch_one(&mut c)
+        .await
+        .ok()?;
+        seconds.map(Duration::from_secs_f64)
+    }
+
+    /// Drains the outbox, stops the dispatchers and runs the chaos checker; prints the summary.
+    async fn drain_and_check(
+        &mut self,
+        lines: &[(String, Vec<String>)],
+        kills: &mut [Kill],
+    ) -> Report {
+        let drained = Instant::now();
+        let ops = wait_for(
+            Duration::from_secs(150),
+            "the dispatchers drain the outbox",
+            || async {
+                let ops = self.db.ops().await;
+                ops.iter()
+                    .all(|o| o.state == "delivered" || o.state == "dead")
+                    .then_some(ops)
+            },
+        )
+        .await;
+        let drain = drained.elapsed();
+        for kill in kills.iter_mut() {
+            if kill.to_delivery.is_none() {
+                kill.to_delivery = self.to_delivery(kill).await;
+            }
+        }
+        for d in std::mem::take(&mut self.dispatchers) {
+            d.stop();
+        }
+        let failed_attempts = self
+            .db
+            .attempts()
+            .await
+            .iter()
+            .filter(|a| a.outcome.as_deref() != Some("delivered"))
+            .count();
+        let logs: Vec<WorkerLog> = lines
+            .iter()
+            .map(|(name, l)| WorkerLog::parse(name, l))
+            .collect();
+        let evidence = Evidence {
+            workers: logs,
+            ops: ops.into_iter().map(StoredOp::from).collect(),
+            failed_attempts,
+            requests: self.destination.received(),
+            faults: Faults {
+                pauses: self.pauses,
+                dispatcher_restarts: 1,
+                database_crashes: kills.len(),
+                ..Faults::default()
+            },
+        };
+        let report = Report::new(&evidence);
+        let kill_lines: Vec<String> = kills
+            .iter()
+            .map(|k| {
+                format!(
+                    "  kill of n{} at {}: promoted after {:.1} s, next delivery after {}",
+                    k.node,
+                    k.at.time(),
+                    k.to_promotion.as_secs_f64(),
+                    k.to_delivery
+                        .map_or("none".to_owned(), |d| format!("{:.1} s", d.as_secs_f64()))
+                )
+            })
+            .collect();
+        let summary = format!(
+            "failover summary ({} replication, seed {:#x}, dispatcher lease {LEASE:?}, drained in \
+             {:.1} s):\n{}\n{report}\n",
+            if self.synchronous {
+                "synchronous"
+            } else {
+                "asynchronous"
+            },
+            self.seed,
+            drain.as_secs_f64(),
+            kill_lines.join("\n"),
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), summary.as_bytes());
+        report
+    }
+}
+
+/// The destination: 5 % of requests answered 503 (so retries happen), the rest 200 at once.
+fn mostly_ok(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
+    let mut rng = Rng::new(seed);
+    move |_| {
+        if rng.below(100) < 5 {
+            Reply::status(503)
+        } else {
+            Reply::status(200)
+        }
+    }
+}
+
+/// The SQL of the fence-bump step in `docs/scaling.md`: the `sql` block after its heading
+/// "Runbook: raise every fence". The test runs what the runbook says, so the two cannot drift.
+fn runbook_sql() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/scaling.md");
+    let text = std::fs::read_to_string(&path).expect("read docs/scaling.md");
+    let after = text
+        .split_once("### Runbook: raise every fence")
+        .expect("docs/scaling.md has the heading \"### Runbook: raise every fence\"")
+        .1;
+    let block = after
+        .split_once("```sql")
+        .expect("the fence-bump step has an sql block")
+        .1;
+    let sql = block.split_once("```").expect("the sql block ends").0;
+    sql.lines()
+        .map(|l| l.trim())
+        .filter(|l| !l.starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
