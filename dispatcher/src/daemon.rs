@@ -122,13 +122,20 @@ async fn adopt_partition_count(store: &Store, configured: u32) -> Result<(), Err
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let ready = Arc::new(AtomicBool::new(false));
     let console = console::console(&config);
+    // Every metric exists before the listener opens, so the first scrape is whole (at its
+    // initial values) even while the database is still being reached: a rule on an absent
+    // series would misfire otherwise.
+    // The recorder is installed first: a metric registered before it would go nowhere.
+    let recorder = metrics::handle();
+    let destinations: Vec<String> = config.destinations.keys().cloned().collect();
+    metrics::register(&destinations, config.dispatcher.partitions);
     if let Some(addr) = config.dispatcher.listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| Error::Listen { addr, source })?;
         let mut app = http::router(http::Probe {
             ready: ready.clone(),
-            metrics: metrics::handle(),
+            metrics: recorder,
         });
         if let Some(console) = &console {
             app = app.merge(console.router());
@@ -147,8 +154,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         } else {
             tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
         }
-    } else {
-        metrics::handle();
     }
     let Some(store) = connect(&config, &shutdown).await? else {
         return Ok(());

@@ -1389,3 +1389,62 @@ async fn g12_a_dispatcher_of_another_partition_count_refuses_to_serve(db: TestDb
     expected.sort();
     assert_eq!(sent, expected, "every op sent exactly once");
 }
+
+/// The metrics the alert rules (`ops/prometheus/outbox.rules.yml`) name.
+fn metrics_the_alerts_name() -> Vec<String> {
+    let rules = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ops/prometheus/outbox.rules.yml"),
+    )
+    .expect("read the alert rules");
+    let mut names: Vec<String> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("outbox_"))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Issue 28: `/metrics` is whole from its very first answer. The database is one nobody
+/// listens on, so the process is still connecting (for ever) when the listener opens: the
+/// first answer, and the ones after it, carry every metric an alert rule names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_whole_from_the_first_answer_while_the_database_is_unreachable() {
+    let receiver = Receiver::start().await;
+    let url = format!("postgres://outbox@127.0.0.1:{}/outbox", free_port());
+    let port = free_port();
+    let config = config_file(&url, &receiver, "", port);
+    let child = command(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start outbox-dispatcher");
+    let dispatcher = Dispatcher {
+        child,
+        metrics: format!("http://127.0.0.1:{port}/metrics"),
+        _config: config,
+    };
+    let names = metrics_the_alerts_name();
+    assert_eq!(names.len(), 7, "the alert rules name {names:?}");
+    // Asked every few milliseconds from the moment the process starts: the first answer.
+    let first = wait_for(Duration::from_secs(20), "/metrics answers", || async {
+        let answer = reqwest::get(&dispatcher.metrics).await.ok()?;
+        Some((answer.status(), answer.text().await.ok()?))
+    })
+    .await;
+    assert_eq!(first.0, reqwest::StatusCode::OK, "{}", first.1);
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !first.1.lines().any(|l| l.starts_with(n.as_str())))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing from the first answer: {missing:?}\n{}",
+        first.1
+    );
+    for name in ["outbox_destination_state{", "outbox_partition_leader{"] {
+        assert!(first.1.contains(name), "{name} has a series: {}", first.1);
+    }
+    drop(dispatcher);
+}
