@@ -269,6 +269,7 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
                 &lease,
                 partition,
                 &destinations,
+                &destinations,
                 CLAIM_BATCH,
                 DEFAULT_MAX_BODY_BYTES,
             )

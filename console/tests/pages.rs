@@ -72,7 +72,7 @@ async fn hostile_rows(db: &TestDb, store: &Store) -> uuid::Uuid {
         .unwrap()
         .unwrap();
     let claimed = store
-        .op_claim(&held, one, &["statements".to_owned()], 10, 1 << 20)
+        .op_claim(&held, one, &["statements".to_owned()], &[], 10, 1 << 20)
         .await
         .unwrap();
     let c = &claimed.ops[0];

@@ -284,7 +284,8 @@ async fn drain(
         {
             break;
         }
-        let Some((claimed, trace)) = claim(shared, lease, partition, &open, room).await else {
+        let Some((claimed, trace)) = claim(shared, lease, partition, &open, room, false).await
+        else {
             idle(shared, partition, stop, poll).await;
             continue;
         };
@@ -313,19 +314,34 @@ async fn drain(
 }
 
 /// Claims up to `room` ops of the `open` destinations, with the claim's span when traces
-/// are on and it took something; `None` when the database call failed.
+/// are on and it took something; `None` when the database call failed. The claim leaves out
+/// what the database holds (a pause; a breaker that is not closed, unless this is its
+/// `probe`), whatever this process's view of the destinations says (issue 28).
 async fn claim(
     shared: &Shared,
     lease: &Lease,
     partition: Partition,
     open: &[String],
     room: usize,
+    probe: bool,
 ) -> Option<(Claimed, Option<SpanContext>)> {
     let max_body_bytes = shared.config.dispatcher.max_body_bytes;
+    let breakers = if probe {
+        Vec::new()
+    } else {
+        shared.with_breaker(open)
+    };
     let started = SystemTime::now();
     match shared
         .store
-        .op_claim(lease, partition, open, room as u32, max_body_bytes)
+        .op_claim(
+            lease,
+            partition,
+            open,
+            &breakers,
+            room as u32,
+            max_body_bytes,
+        )
         .await
     {
         Ok(c) => {
@@ -354,7 +370,8 @@ async fn next_due(
     open: &[String],
     poll: Duration,
 ) -> Duration {
-    let due = match shared.store.op_next_due(partition, open).await {
+    let breakers = shared.with_breaker(open);
+    let due = match shared.store.op_next_due(partition, open, &breakers).await {
         Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
         Ok(None) => poll,
         Err(e) => {
@@ -396,13 +413,9 @@ async fn start(
     recorder: &Recorder,
     claim: Option<SpanContext>,
 ) {
-    // The claim asks only for configured destinations; a row saying otherwise is given back
-    // like an op whose destination has no free slot or budget, or one whose destination was
-    // opened (or paused) while the claim ran: the destinations were chosen before it.
-    if !shared.delivering(&op.destination) {
-        release_claim(shared, lease, &op).await;
-        return;
-    }
+    // Whether the destination is held was the claim's to decide, from the database: this
+    // process's view may be older (issue 28). A row of a destination that is not configured,
+    // or without a free slot or budget, is given back.
     match shared.admit(&op.destination) {
         Some(permits) => {
             let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
@@ -435,7 +448,7 @@ async fn probe(
         return;
     };
     let one = [destination.to_owned()];
-    let Some((claimed, trace)) = claim(shared, lease, partition, &one, 1).await else {
+    let Some((claimed, trace)) = claim(shared, lease, partition, &one, 1, true).await else {
         return;
     };
     for u in claimed.unreadable {

@@ -1,15 +1,17 @@
 //! This process's view of the destinations' health (`outbox_store::health`): the breaker rows
 //! and the recent holds, re-read from the database every `poll_interval` (at most every
-//! second) and updated at once by the changes this process makes. The view decides which
-//! destinations a claim may take ops of, when a partition loop tries a probe, and how much of
-//! an op's age was spent while its destination was held; it sets `outbox_destination_state`.
+//! second) and updated at once by the changes this process makes. The view is a cache: it
+//! decides when a partition loop tries a probe and how much of an op's age was spent while its
+//! destination was held, and it sets `outbox_destination_state`. Whether a destination's ops
+//! may be claimed is not its to say: the claim reads the pause and the breaker's state from the
+//! database in the same statement (issue 28), so a pause or an opening holds every instance
+//! from its commit, whatever their views.
 //!
 //! A breaker's count is shared by every instance through the database: each instance records
 //! its attempts' outcomes there (only failures, and a healthy answer while failures are
-//! counted), so the destination opens for all of them. An instance that has not re-read the
-//! view yet may still start attempts to a destination another instance opened; its first
-//! answer tells it (the change it records returns the row), so at most its in-flight attempts
-//! to that destination go out meanwhile.
+//! counted), so the destination opens for all of them. Once it is open no instance claims its
+//! ops; the attempts claimed before that commit still go out, at most the destination's
+//! in-flight limit.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,14 +39,6 @@ struct View {
 }
 
 impl Health {
-    /// Whether `destination`'s ops may be claimed as usual (no row: closed). With its breaker
-    /// off (`breaker_on` false) only a pause holds it: a row left open from before is ignored.
-    pub(crate) fn delivering(&self, destination: &str, breaker_on: bool) -> bool {
-        self.lock().rows.get(destination).is_none_or(|h| {
-            h.paused.is_none() && (!breaker_on || h.state == health::BreakerState::Closed)
-        })
-    }
-
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
     /// under way for longer than the policy allows, and not paused. The database decides
     /// (`destination_probe_take`); this only spares it the question otherwise.

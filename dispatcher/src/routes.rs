@@ -293,16 +293,21 @@ impl Shared {
             .unwrap_or_default()
     }
 
-    /// Destinations that could start an attempt now: a free slot, not throttled, and not held
-    /// by their breaker or an operator's pause.
+    /// Destinations that could start an attempt now: a free slot and not throttled. Whether
+    /// one is held by its breaker or an operator's pause is the claim's to say, from the
+    /// database in the same statement (issue 28): this process's view of the holds may lag.
     pub(crate) fn open_destinations(&self) -> Vec<String> {
-        self.startable(|name| self.delivering(name))
+        self.startable(|_| true)
     }
 
-    /// Whether `destination` is held by neither its breaker nor a pause, as this process knows.
-    pub(crate) fn delivering(&self, destination: &str) -> bool {
-        self.health
-            .delivering(destination, self.has_breaker(destination))
+    /// Those of `destinations` that have a circuit breaker: a claim leaves them out while their
+    /// breaker is not closed.
+    pub(crate) fn with_breaker(&self, destinations: &[String]) -> Vec<String> {
+        destinations
+            .iter()
+            .filter(|d| self.has_breaker(d))
+            .cloned()
+            .collect()
     }
 
     /// Whether `destination` has a circuit breaker configured.

@@ -508,23 +508,6 @@ async fn a_rate_limit_spreads_deliveries(db: TestDb) {
     );
 }
 
-/// Three dispatchers sharing 4 partitions (2/1/1) until each leads its fair share.
-async fn three_settled_dispatchers(db: &TestDb, dest: &str) -> Vec<common::Running> {
-    // Migrated before the dispatchers start, so they do not queue behind each other for the
-    // migration lock: on a slow server (Babelfish) four migrators at once outwait its 20 s.
-    let store = db.outbox().await.store().clone();
-    let running: Vec<common::Running> = (0..3)
-        .map(|_| dispatch_with(db, dest, "partitions = 4\n"))
-        .collect();
-    wait_until(
-        Duration::from_secs(60),
-        "three dispatchers lead 2/1/1 partitions",
-        || async { outbox_tests::split(&store).await == [2, 1, 1] },
-    )
-    .await;
-    running
-}
-
 /// Enqueues `n` ops to `destination`, each under an order key of its own (so they can all be
 /// in flight at once), waits until all are delivered, and stops `running`.
 async fn drain_one_per_key(
@@ -577,7 +560,7 @@ async fn max_in_flight_holds_across_dispatchers(db: TestDb) {
     let receiver =
         Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(150))).await;
     let dest = destination("narrow", &receiver, "max_in_flight = 3\ntimeout = \"2s\"");
-    let running = three_settled_dispatchers(&db, &dest).await;
+    let running = common::three_settled(&db, &dest, "").await;
     drain_one_per_key(&db, running, "narrow", 48).await;
     let got = receiver.received();
     let peak = peak_concurrency(&got);
@@ -596,7 +579,7 @@ async fn max_in_flight_holds_across_dispatchers(db: TestDb) {
 async fn rate_limit_holds_across_dispatchers(db: TestDb) {
     let receiver = Receiver::start().await;
     let dest = destination("slow", &receiver, "rate_limit = \"10/s\"");
-    let running = three_settled_dispatchers(&db, &dest).await;
+    let running = common::three_settled(&db, &dest, "").await;
     drain_one_per_key(&db, running, "slow", 40).await;
     let mut at: Vec<std::time::Instant> = receiver.received().iter().map(|r| r.at).collect();
     at.sort_unstable();

@@ -319,20 +319,25 @@ impl Store {
 
     /// Claims up to `limit` due ops of `partition` whose destination is in `destinations`,
     /// while `lease` (the partition's dispatcher lease) is held and unexpired (G9): per order
-    /// key only the head, never two in flight (G8). Pending `expire_with_generation` ops whose
-    /// token is no longer the newest become `superseded` first (G5). Bodies larger than
-    /// `max_body_bytes` are not loaded (see [`ClaimedOp::check`]); rows that cannot be read
-    /// come back as [`Claimed::unreadable`], claimed, for the caller to make dead.
+    /// key only the head, never two in flight (G8). A held destination's ops are never claimed:
+    /// one an operator paused, or one of `breakers` (those with a circuit breaker; empty for a
+    /// breaker's probe) whose breaker is not closed, as the database says in the same
+    /// statement, so a pause holds every instance from its commit. Pending
+    /// `expire_with_generation` ops whose token is no longer the newest become `superseded`
+    /// first (G5). Bodies larger than `max_body_bytes` are not loaded (see
+    /// [`ClaimedOp::check`]); rows that cannot be read come back as [`Claimed::unreadable`],
+    /// claimed, for the caller to make dead.
     pub async fn op_claim(
         &self,
         lease: &Lease,
         partition: Partition,
         destinations: &[String],
+        breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
         on_backend!(self, b => b
-            .op_claim(lease, partition, destinations, limit, max_body_bytes)
+            .op_claim(lease, partition, destinations, breakers, limit, max_body_bytes)
             .await)
     }
 
@@ -504,13 +509,15 @@ impl Store {
     }
 
     /// Milliseconds until the next pending op of `partition` for `destinations` is due (zero
-    /// or less: now); `None` when there is none.
+    /// or less: now); `None` when there is none. Held destinations' ops are left out, as
+    /// [`Store::op_claim`] leaves them.
     pub async fn op_next_due(
         &self,
         partition: Partition,
         destinations: &[String],
+        breakers: &[String],
     ) -> Result<Option<i64>, Error> {
-        on_backend!(self, b => b.op_next_due(partition, destinations).await)
+        on_backend!(self, b => b.op_next_due(partition, destinations, breakers).await)
     }
 
     /// Deletes up to `batch` delivered, cancelled or superseded ops that finished more than

@@ -63,6 +63,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0008, "destination_health"),
     migration!("postgres", 0009, "lean_attempts"),
     migration!("postgres", 0010, "pooler_safe_sessions"),
+    migration!("postgres", 0011, "claim_honours_holds"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -76,6 +77,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0008, "destination_health"),
     migration!("sqlite", 0009, "lean_attempts"),
     migration!("sqlite", 0010, "pooler_safe_sessions"),
+    migration!("sqlite", 0011, "claim_honours_holds"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -89,6 +91,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0008, "destination_health"),
     migration!("mssql", 0009, "lean_attempts"),
     migration!("mssql", 0010, "pooler_safe_sessions"),
+    migration!("mssql", 0011, "claim_honours_holds"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -209,7 +212,8 @@ mod tests {
                 "0007_trace_links",
                 "0008_destination_health",
                 "0009_lean_attempts",
-                "0010_pooler_safe_sessions"
+                "0010_pooler_safe_sessions",
+                "0011_claim_honours_holds"
             ]
         );
     }

@@ -59,7 +59,7 @@ async fn claimed_by_partition_0(
     let name = ResourceName::new(one.lease_resource()).unwrap();
     let held = store.lease_try_acquire(&name, ttl).await.unwrap().unwrap();
     let claimed = store
-        .op_claim(&held, one, &["api".to_owned()], 10, 1 << 20)
+        .op_claim(&held, one, &["api".to_owned()], &[], 10, 1 << 20)
         .await
         .unwrap();
     assert_eq!(claimed.ops.len(), 1);

@@ -199,6 +199,7 @@ impl TestDb {
             "0008_destination_health",
             "0009_lean_attempts",
             "0010_pooler_safe_sessions",
+            "0011_claim_honours_holds",
         ]
     }
 

@@ -2,7 +2,11 @@
 -- Only while the partition lease has this owner and token and is unexpired; only ops whose
 -- destination is configured; per order key only the head (lowest token, then sequence) and
 -- only when nothing of that key is in flight; never an expire_with_generation op whose token
--- is no longer its resource's newest.
+-- is no longer its resource's newest; never an op of a held destination: paused by an
+-- operator, or its breaker (among @P7) not closed (issue 28). The destinations' rows are read
+-- plainly in this statement: under READ COMMITTED SNAPSHOT the latest committed version, under
+-- locking READ COMMITTED after a pause being written commits, so a pause holds every instance
+-- from its commit.
 -- One UPDATE of the ops a TOP ... ORDER BY subquery chose (SQL Server's queue pattern), so the
 -- lease check, the choice and the claim are one statement. (The same as an UPDATE through an
 -- updatable CTE, which Babelfish for PostgreSQL does not run. The subquery's hints lock the
@@ -35,12 +39,13 @@
 -- are compared in the column's binary collation (COLLATE), never clashing with OPENJSON's.
 -- Parameters: @P1 partition lease resource (nvarchar), @P2 owner id (uniqueidentifier),
 -- @P3 token (bigint), @P4 partition count (int), @P5 partition index (int), @P6 configured
--- destinations (nvarchar, a JSON array of strings), @P7 how many at most (bigint), @P8 the
+-- destinations (nvarchar, a JSON array of strings), @P7 those of them with a breaker
+-- (nvarchar, a JSON array; none for a breaker's probe), @P8 how many at most (bigint), @P9 the
 -- dispatcher's max_body_bytes (bigint).
 -- Returns the claimed ops, their attempt number already counted: id bigint, op_id
 -- uniqueidentifier, resource nvarchar, fence bigint, destination varchar, idempotency_key
 -- varchar, method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar
--- (NULL), body varbinary (empty, 0x, when larger than @P8: a larger one is never loaded, the
+-- (NULL), body varbinary (empty, 0x, when larger than @P9: a larger one is never loaded, the
 -- dispatcher makes the op dead by body_bytes), body_bytes bigint, attempts int, created_at
 -- datetimeoffset, claimed_at datetimeoffset, trace_context varchar (NULL), trace_state
 -- varchar (NULL), last_attempt_trace varchar (NULL), budget_attempt int, budget_since
@@ -74,7 +79,7 @@ OUTPUT inserted.id,
 INTO @claimed (id, attempts, claimed_at, last_attempt_trace, budget_attempt, retry_since)
 WHERE state = 'pending'
   AND id IN (
-    SELECT TOP (@P7) o.id
+    SELECT TOP (@P8) o.id
     FROM dbo.outbox_ops AS o WITH (READPAST, UPDLOCK, ROWLOCK)
     WHERE EXISTS (
             SELECT 1
@@ -89,6 +94,14 @@ WHERE state = 'pending'
       AND o.destination IN (
             SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
             FROM OPENJSON(@P6) AS j)
+      AND o.destination NOT IN (
+            SELECT d.destination COLLATE Latin1_General_100_BIN2
+            FROM dbo.outbox_destinations AS d
+            WHERE d.paused_at IS NOT NULL
+               OR (d.state <> 'closed'
+                   AND d.destination IN (
+                        SELECT CAST(k.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+                        FROM OPENJSON(@P7) AS k)))
       AND (o.order_key IS NULL OR NOT EXISTS (
             SELECT 1
             FROM dbo.outbox_ops AS x
@@ -113,7 +126,7 @@ SELECT o.id,
        o.path,
        o.headers,
        o.content_type,
-       CASE WHEN DATALENGTH(o.body) <= @P8 THEN o.body ELSE 0x END AS body,
+       CASE WHEN DATALENGTH(o.body) <= @P9 THEN o.body ELSE 0x END AS body,
        CAST(DATALENGTH(o.body) AS bigint) AS body_bytes,
        c.attempts,
        o.created_at,

@@ -6,8 +6,10 @@
 -- under READ COMMITTED SNAPSHOT, short shared locks under READ COMMITTED; it only decides how
 -- long to sleep, and an enqueue or the next poll wakes the loop anyway.
 -- Time is SYSUTCDATETIME(), the database clock (G2).
+-- A held destination's ops (paused, or its breaker among @P4 not closed) are left out, as the
+-- claim leaves them: they are not due for this loop until the hold ends.
 -- Parameters: @P1 partition count (int), @P2 partition index (int), @P3 configured destinations
--- (nvarchar, a JSON array of strings).
+-- (nvarchar, a JSON array of strings), @P4 those of them with a breaker (nvarchar, a JSON array).
 -- Returns one row always: due_in_ms (bigint, NULL when nothing is pending).
 SELECT DATEDIFF_BIG(
            MILLISECOND,
@@ -19,4 +21,12 @@ SELECT DATEDIFF_BIG(
               AND o.destination IN (
                     SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
                     FROM OPENJSON(@P3) AS j)
+              AND o.destination NOT IN (
+                    SELECT d.destination COLLATE Latin1_General_100_BIN2
+                    FROM dbo.outbox_destinations AS d
+                    WHERE d.paused_at IS NOT NULL
+                       OR (d.state <> 'closed'
+                           AND d.destination IN (
+                                SELECT CAST(k.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+                                FROM OPENJSON(@P4) AS k)))
             ORDER BY o.next_attempt_at, o.id)) AS due_in_ms;

@@ -2,12 +2,15 @@
 -- Only while the partition lease has this owner and token and is unexpired (one writer: the
 -- check and the update are atomic); only ops whose destination is configured; per order key
 -- only the head (lowest token, then sequence) and only when nothing of that key is in flight;
--- never an expire_with_generation op whose token is no longer its resource's newest.
+-- never an expire_with_generation op whose token is no longer its resource's newest; never an
+-- op of a held destination: paused by an operator, or its breaker (among ?7) not closed
+-- (issue 28: read in this statement, so a pause holds every instance from its commit).
 -- Parameters: ?1 partition lease resource, ?2 owner id, ?3 token, ?4 partition count,
--- ?5 partition index, ?6 configured destinations (JSON array), ?7 how many at most, ?8 the
--- dispatcher's max_body_bytes.
+-- ?5 partition index, ?6 configured destinations (JSON array), ?7 those of them with a
+-- breaker (JSON array; none for a breaker's probe), ?8 how many at most, ?9 the dispatcher's
+-- max_body_bytes.
 -- Returns the claimed ops, their attempt number already counted; the body only when it is
--- within ?8 (a larger one is never loaded: the dispatcher makes the op dead by body_bytes).
+-- within ?9 (a larger one is never loaded: the dispatcher makes the op dead by body_bytes).
 -- The claim records the lease resource beside its token (0003_hardening.sql).
 UPDATE outbox_ops
 SET state = 'in_flight',
@@ -28,6 +31,10 @@ WHERE id IN (
       AND o.next_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
       AND o.partition % ?4 = ?5
       AND o.destination IN (SELECT value FROM json_each(?6))
+      AND o.destination NOT IN (
+            SELECT d.destination FROM outbox_destinations AS d
+            WHERE d.paused_at IS NOT NULL
+               OR (d.state <> 'closed' AND d.destination IN (SELECT value FROM json_each(?7))))
       AND (o.order_key IS NULL OR NOT EXISTS (
             SELECT 1
             FROM outbox_ops x
@@ -37,11 +44,11 @@ WHERE id IN (
       AND NOT (o.expire_with_generation = 1 AND o.fence < (
             SELECT l.fence FROM outbox_leases l WHERE l.resource = o.resource))
     ORDER BY o.next_attempt_at, o.id
-    LIMIT ?7
+    LIMIT ?8
 )
 RETURNING id, op_id, resource, fence, destination, idempotency_key, method, path, headers,
           content_type,
-          CASE WHEN length(CAST(body AS BLOB)) <= ?8 THEN body ELSE x'' END AS body,
+          CASE WHEN length(CAST(body AS BLOB)) <= ?9 THEN body ELSE x'' END AS body,
           length(CAST(body AS BLOB)) AS body_bytes, attempts, created_at, claimed_at, trace_context,
           trace_state, last_attempt_trace,
           attempts - retry_base_attempts AS budget_attempt,

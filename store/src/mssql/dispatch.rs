@@ -26,6 +26,7 @@ impl MsStore {
         lease: &Lease,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
@@ -42,6 +43,7 @@ impl MsStore {
             .fetch_all(
                 with_partition_lease(OP_CLAIM_DUE, lease, part)
                     .bind(json_list(destinations))
+                    .bind(json_list(breakers))
                     .bind(i64::from(limit))
                     .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX)),
             )
@@ -115,13 +117,15 @@ impl MsStore {
         &self,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
     ) -> Result<Option<i64>, Error> {
         let row = self
             .fetch_optional(
                 Stmt::new(OP_NEXT_DUE)
                     .bind(part.count() as i32)
                     .bind(part.index() as i32)
-                    .bind(json_list(destinations)),
+                    .bind(json_list(destinations))
+                    .bind(json_list(breakers)),
             )
             .await?;
         match row {

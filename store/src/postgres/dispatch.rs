@@ -23,6 +23,7 @@ impl PgStore {
         lease: &Lease,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
@@ -39,6 +40,7 @@ impl PgStore {
             .bind(part.count() as i32)
             .bind(part.index() as i32)
             .bind(destinations)
+            .bind(breakers)
             .bind(i64::from(limit))
             .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
             .all_on(self)
@@ -146,11 +148,13 @@ impl PgStore {
         &self,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
     ) -> Result<Option<i64>, Error> {
         let row = query(OP_NEXT_DUE)
             .bind(part.count() as i32)
             .bind(part.index() as i32)
             .bind(destinations)
+            .bind(breakers)
             .one_on(self)
             .await?;
         row.col("due_in_ms")

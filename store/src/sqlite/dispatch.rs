@@ -21,6 +21,7 @@ impl SqliteStore {
         lease: &Lease,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
@@ -38,6 +39,7 @@ impl SqliteStore {
             .bind(part.count())
             .bind(part.index())
             .bind(destinations)
+            .bind(json_list(breakers))
             .bind(limit)
             .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
             .fetch_all(&mut *tx)
@@ -107,11 +109,13 @@ impl SqliteStore {
         &self,
         part: Partition,
         destinations: &[String],
+        breakers: &[String],
     ) -> Result<Option<i64>, Error> {
         let row = sqlx::query(OP_NEXT_DUE)
             .bind(part.count())
             .bind(part.index())
             .bind(json_list(destinations))
+            .bind(json_list(breakers))
             .fetch_one(&self.pool)
             .await
             .map_err(map_err)?;

@@ -1,0 +1,5 @@
+-- 0011_claim_honours_holds: nothing to change in the schema on this backend. The claim
+-- (store/sql/mssql/op_claim_due.sql) now reads outbox_destinations in the statement that checks
+-- the partition lease, so an operator's pause and a breaker that is not closed hold a
+-- destination for every instance from the commit that set them (issue 28); on PostgreSQL that
+-- statement lives in a function, which this migration replaces.
