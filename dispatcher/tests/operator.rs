@@ -186,4 +186,242 @@ async fn wait_for_first(receiver: &Receiver, since: Instant) -> Duration {
     first.expect("found")
 }
 
-conformance!(a_pause_holds_every_dispatcher_from_its_return_and_a_resume_wakes_them,);
+/// `outboxctl cancel` of pending ops while three dispatchers drain a backlog: an op the
+/// command reports cancelled is never sent (it was pending, so never sent before: the
+/// destination answers 200 to every first request); one it skips as in flight is delivered.
+async fn a_cancel_racing_three_dispatchers_sends_nothing_it_cancelled(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
+    let receiver =
+        Receiver::start_with(|_| Reply::status(200).after(Duration::from_millis(60))).await;
+    let dest = destination("api", &receiver, "max_in_flight = 4\ntimeout = \"2s\"");
+    let running = three_settled(&db, &dest, "").await;
+    let outbox = db.outbox().await;
+    let store = outbox.store().clone();
+    let producer = Producer::start(outbox.clone(), "api", Duration::from_millis(5));
+    let mut cancelled: Vec<i64> = Vec::new();
+    let mut skipped = 0;
+    for round in 0..8 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Every other pending op, the oldest first: the ones the dispatchers are about to claim.
+        let pending: Vec<i64> = db
+            .ops()
+            .await
+            .iter()
+            .filter(|o| o.state == "pending")
+            .map(|o| o.seq)
+            .step_by(2)
+            .take(20)
+            .collect();
+        let report = store
+            .admin_cancel(&pending, &change(&format!("cancel round {round}")))
+            .await
+            .expect("cancel");
+        skipped += report.skipped.len();
+        cancelled.extend(report.changed);
+    }
+    let enqueued = producer.stop().await;
+    wait_until(
+        Duration::from_secs(60),
+        "the backlog is drained",
+        || async {
+            db.ops()
+                .await
+                .iter()
+                .all(|o| o.state == "delivered" || o.state == "cancelled")
+        },
+    )
+    .await;
+    stop_all(running).await;
+    let ops = db.ops().await;
+    let cancelled_keys: Vec<&str> = ops
+        .iter()
+        .filter(|o| cancelled.contains(&o.seq))
+        .map(|o| o.idempotency_key.as_str())
+        .collect();
+    assert!(
+        cancelled_keys.len() >= 40,
+        "the cancels raced the claims: {} cancelled",
+        cancelled_keys.len()
+    );
+    let sent = receiver.idempotency_keys();
+    let sent_cancelled: Vec<&&str> = cancelled_keys
+        .iter()
+        .filter(|k| sent.iter().any(|s| s == **k))
+        .collect();
+    assert!(
+        sent_cancelled.is_empty(),
+        "cancelled ops were sent: {sent_cancelled:?}"
+    );
+    let delivered = ops.iter().filter(|o| o.state == "delivered").count();
+    assert_eq!(
+        delivered + cancelled_keys.len(),
+        enqueued.len(),
+        "every op is delivered or cancelled"
+    );
+    println!(
+        "cancel under three dispatchers: {} of {} ops cancelled, {skipped} skipped (in flight \
+         or already delivered), none of the cancelled sent",
+        cancelled_keys.len(),
+        enqueued.len()
+    );
+}
+
+/// `outboxctl replay` of dead ops while three dispatchers run: each replayed op is sent once
+/// more, by one dispatcher, and delivered; nothing is sent a third time.
+async fn a_replay_racing_three_dispatchers_sends_each_op_once_more(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
+    // 400 to an op's first request (dead at once), 200 to the next.
+    let seen = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let receiver = Receiver::start_with(move |r| {
+        let first = seen
+            .lock()
+            .unwrap()
+            .insert(r.header("idempotency-key").to_owned());
+        Reply::status(if first { 400 } else { 200 })
+    })
+    .await;
+    let dest = destination("api", &receiver, "max_in_flight = 8");
+    let running = three_settled(&db, &dest, "").await;
+    let outbox = db.outbox().await;
+    let store = outbox.store().clone();
+    let producer = Producer::start(outbox.clone(), "api", Duration::from_millis(5));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let enqueued = producer.stop().await;
+    wait_until(Duration::from_secs(60), "every op is dead", || async {
+        db.ops().await.iter().all(|o| o.state == "dead")
+    })
+    .await;
+    let seqs: Vec<i64> = db.ops().await.iter().map(|o| o.seq).collect();
+    let report = store
+        .admin_replay(&seqs, &change("the vendor fixed its validation"))
+        .await
+        .expect("replay");
+    assert_eq!(report.changed.len(), enqueued.len(), "{report:?}");
+    wait_until(
+        Duration::from_secs(60),
+        "every replayed op is delivered",
+        || async { db.ops().await.iter().all(|o| o.state == "delivered") },
+    )
+    .await;
+    // A moment for anything sent twice to arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_all(running).await;
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for key in receiver.idempotency_keys() {
+        *counts.entry(key).or_default() += 1;
+    }
+    let wrong: Vec<(&String, &usize)> = counts.iter().filter(|(_, n)| **n != 2).collect();
+    assert!(
+        wrong.is_empty() && counts.len() == enqueued.len(),
+        "each op sent twice (dead, then replayed): {wrong:?}"
+    );
+}
+
+/// `outboxctl partitions set` while three dispatchers deliver ops of a few order keys: they
+/// step down from 2 partitions to serve 4 with nothing sent twice, and per order key never
+/// two requests at once nor out of order (G8, G12).
+async fn partitions_set_racing_three_dispatchers_sends_nothing_twice(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
+    let receiver =
+        Receiver::start_with(|_| Reply::status(204).after(Duration::from_millis(20))).await;
+    let dest = destination("ledger", &receiver, "");
+    let store = db.outbox().await.store().clone();
+    let running: Vec<Running> = (0..3)
+        .map(|_| common::dispatch_with(&db, &dest, "partitions = 2\n"))
+        .collect();
+    wait_until(
+        Duration::from_secs(60),
+        "three dispatchers joined",
+        || async {
+            let live = store.instance_list().await.unwrap();
+            live.iter().filter(|r| r.live && r.partitions == 2).count() == 3
+        },
+    )
+    .await;
+    let outbox = db.outbox().await;
+    let lease = lease(&outbox, "ledger-writer").await;
+    let sent_in_order = Arc::new(Mutex::new(Vec::new()));
+    let stop = CancellationToken::new();
+    let producer = {
+        let (outbox, stop, order) = (outbox.clone(), stop.clone(), sent_in_order.clone());
+        tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.is_cancelled() {
+                let key = format!("ledger-{i:04}");
+                let order_key = format!("account-{}", i % 6);
+                let op = Operation::post("ledger", "/entries")
+                    .json(&serde_json::json!({"key": key}))
+                    .idempotency_key(key.as_str())
+                    .order_key(order_key.as_str())
+                    .build()
+                    .expect("a valid op");
+                outbox.enqueue(&lease, &op).await.expect("enqueue");
+                order.lock().unwrap().push((order_key, key));
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let report = store
+        .partition_count_set(4, &change("more partitions for more hosts"))
+        .await
+        .expect("partitions set");
+    assert_eq!((report.before, report.after), (Some(2), 4));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    stop.cancel();
+    producer.await.expect("producer");
+    wait_until(Duration::from_secs(60), "every op is delivered", || async {
+        db.ops().await.iter().all(|o| o.state == "delivered")
+    })
+    .await;
+    stop_all(running).await;
+    let enqueued = std::mem::take(&mut *sent_in_order.lock().unwrap());
+    let got = receiver.received();
+    let keys: Vec<&str> = got.iter().map(|r| r.header("idempotency-key")).collect();
+    let mut unique = keys.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(
+        (keys.len(), unique.len()),
+        (enqueued.len(), enqueued.len()),
+        "each op sent exactly once"
+    );
+    for account in 0..6 {
+        let order_key = format!("account-{account}");
+        let expected: Vec<&str> = enqueued
+            .iter()
+            .filter(|(k, _)| *k == order_key)
+            .map(|(_, key)| key.as_str())
+            .collect();
+        let requests: Vec<&outbox_tests::Received> = got
+            .iter()
+            .filter(|r| expected.contains(&r.header("idempotency-key")))
+            .collect();
+        let arrived: Vec<&str> = requests
+            .iter()
+            .map(|r| r.header("idempotency-key"))
+            .collect();
+        assert_eq!(arrived, expected, "{order_key} in enqueue order");
+        for pair in requests.windows(2) {
+            let done = pair[0].done.expect("answered");
+            assert!(
+                done <= pair[1].at,
+                "{order_key}: two requests at once across the change"
+            );
+        }
+    }
+}
+
+conformance!(
+    a_pause_holds_every_dispatcher_from_its_return_and_a_resume_wakes_them,
+    a_cancel_racing_three_dispatchers_sends_nothing_it_cancelled,
+    a_replay_racing_three_dispatchers_sends_each_op_once_more,
+    partitions_set_racing_three_dispatchers_sends_nothing_twice,
+);
