@@ -124,8 +124,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let console = console::console(&config);
     // Every metric exists before the listener opens, so the first scrape is whole (at its
     // initial values) even while the database is still being reached: a rule on an absent
-    // series would misfire otherwise.
-    // The recorder is installed first: a metric registered before it would go nowhere.
+    // series would misfire otherwise. The recorder is installed first: a metric registered
+    // before it would go nowhere.
     let recorder = metrics::handle();
     let destinations: Vec<String> = config.destinations.keys().cloned().collect();
     metrics::register(&destinations, config.dispatcher.partitions);
