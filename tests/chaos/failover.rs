@@ -168,12 +168,17 @@ async fn asynchronous() {
                 && !p.starts_with("(h) tokens granted twice")
         })
         .collect();
-    eprintln!(
+    // Straight to stderr, past the harness's capture, like the summary: it is the evidence.
+    let said = format!(
         "failover (asynchronous), what the lost window did: {} acknowledged ops lost, \
          {} requests or rows for ops the new primary lacks, tokens granted twice before the \
          runbook: {seen_before_bump:?}; the runbook raised {bumped} lease rows",
         lost.len(),
         unexpected.len()
+    );
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr().lock(),
+        format!("{said}\n").as_bytes(),
     );
     assert!(
         !lost.is_empty() || !seen_before_bump.is_empty(),
@@ -213,6 +218,25 @@ async fn asynchronous() {
         report.grants_twice()
     );
     assert!(!after.is_empty(), "no lease was granted after the runbook");
+    // The smallest step from a resource's highest token before the runbook to a token after.
+    let margin = after
+        .iter()
+        .filter_map(|g| {
+            let before = run
+                .grants_before_bump
+                .iter()
+                .filter(|b| b.resource == g.resource)
+                .map(|b| b.token)
+                .max()?;
+            Some(g.token - before)
+        })
+        .min();
+    let said = format!(
+        "failover (asynchronous), after the runbook: {} leases granted, none twice, each \
+         token above every earlier one of its resource (smallest step {margin:?})\n",
+        after.len()
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), said.as_bytes());
 }
 
 /// Counts lines containing `what`.
