@@ -414,8 +414,18 @@ async fn start(
     claim: Option<SpanContext>,
 ) {
     // Whether the destination is held was the claim's to decide, from the database: this
-    // process's view may be older (issue 28). A row of a destination that is not configured,
-    // or without a free slot or budget, is given back.
+    // process's view may be older (issue 28). Only a hold committed after the claim read the
+    // row (this process opened the breaker meanwhile, say: its last failure was recorded
+    // while the claim ran) gives the op back, as does a destination that is not configured,
+    // or without a free slot or budget.
+    if shared.health.held_after(
+        &op.destination,
+        shared.has_breaker(&op.destination),
+        op.claimed_at,
+    ) {
+        release_claim(shared, lease, &op).await;
+        return;
+    }
     match shared.admit(&op.destination) {
         Some(permits) => {
             let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());

@@ -39,6 +39,22 @@ struct View {
 }
 
 impl Health {
+    /// Whether `destination` became held (paused, or with `breaker_on` its breaker left
+    /// closed) by a change committed after `claimed_at`, the database time of a claim that
+    /// saw it delivering: a change this process made itself while the claim ran, which the
+    /// view has at once. An older view never overrides the claim, which read the database.
+    pub(crate) fn held_after(
+        &self,
+        destination: &str,
+        breaker_on: bool,
+        claimed_at: OffsetDateTime,
+    ) -> bool {
+        self.lock().rows.get(destination).is_some_and(|h| {
+            h.changed_at > claimed_at
+                && (h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed))
+        })
+    }
+
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
     /// under way for longer than the policy allows, and not paused. The database decides
     /// (`destination_probe_take`); this only spares it the question otherwise.
@@ -104,8 +120,6 @@ impl Health {
             })
     }
 
-    /// Takes in what was read; `breaker_on` says which destinations have their breaker on:
-    /// for the others only a pause is shown (a row left open from before is not in force).
     /// Takes in what was read; `breaker_on` says which destinations have their breaker on:
     /// for the others only a pause is shown (a row left open from before is not in force). A
     /// row this process changed after the read began is kept: a slow read never takes the
