@@ -5,7 +5,8 @@
 //! destination was held, and it sets `outbox_destination_state`. Whether a destination's ops
 //! may be claimed is not its to say: the claim reads the pause and the breaker's state from the
 //! database in the same statement (issue 28), so a pause or an opening holds every instance
-//! from its commit, whatever their views.
+//! from its commit, whatever their views; the view only gives back a claimed op whose
+//! destination this process held after the claim read it (`held_after`).
 //!
 //! A breaker's count is shared by every instance through the database: each instance records
 //! its attempts' outcomes there (only failures, and a healthy answer while failures are
