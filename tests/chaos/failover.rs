@@ -317,8 +317,8 @@ impl Run {
         let primary = self.cluster.primary().expect("a primary");
         let name = self.db.url().rsplit('/').next().expect("a database name");
         let url = self.cluster.node_url(1 - primary, name);
-        // The standby flushed the database's creation before the commit returned; it may
-        // replay it a moment later.
+        // The standby flushed the database and its tables before their commits returned; it
+        // replays them a moment later (until then: no such database, no such table).
         let outbox = wait_for(
             Duration::from_secs(30),
             "the standby has replayed the database",
@@ -329,16 +329,24 @@ impl Run {
             },
         )
         .await;
-        match outbox
-            .try_acquire("statement:on-a-standby", Duration::from_secs(5))
-            .await
-        {
-            Err(outbox_producer::Error::Store(e)) => assert_eq!(
-                e.kind(),
-                outbox_store::StoreErrorKind::Unavailable,
-                "a write on a standby: {e}"
-            ),
-            other => panic!("a lease acquired on a read-only standby: {other:?}"),
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match outbox
+                .try_acquire("statement:on-a-standby", Duration::from_secs(5))
+                .await
+            {
+                Err(outbox_producer::Error::Store(e))
+                    if e.kind() == outbox_store::StoreErrorKind::Unavailable =>
+                {
+                    return;
+                }
+                Err(e) => assert!(
+                    Instant::now() < deadline,
+                    "a write on the standby was not refused as unavailable within 30 s: {e}"
+                ),
+                Ok(lease) => panic!("a lease acquired on a read-only standby: {lease:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

@@ -150,7 +150,6 @@ impl HaCluster {
             format!("e0={}", etcd_url(etcd_peer)),
         ];
         cluster.spawn(&programs.etcd, &etcd_args, "etcd.log", ids)?;
-        cluster.watch_this_process()?;
         wait(Duration::from_secs(20), "etcd listens", || {
             TcpStream::connect(("127.0.0.1", etcd_client)).is_ok()
         })
@@ -166,6 +165,9 @@ impl HaCluster {
             "haproxy.log",
             ids,
         )?;
+        // Written once every daemon runs: its script names them all (a failure before this
+        // point drops the cluster, which stops what started).
+        cluster.watch_this_process()?;
         cluster.wait_healthy(Duration::from_secs(90))?;
         Ok(cluster)
     }
@@ -426,23 +428,22 @@ impl HaCluster {
         crate::pg::spawn_watcher(&script, "HA cluster")
     }
 
-    /// Shell commands that stop the daemons (Patroni first, so it restarts nothing), the two
-    /// PostgreSQL servers, and remove the folder.
+    /// Shell commands that stop the daemons (SIGKILL, so no Patroni restarts anything), the two
+    /// PostgreSQL servers and their backends, and remove the folder.
     fn stop_script(&self) -> String {
         let pids: Vec<String> = self.children.iter().map(|c| c.id().to_string()).collect();
+        let dir = self.dir.display();
         let stop_pg: String = (0..2)
             .map(|i| {
                 format!(
                     "p=$(head -1 {dir}/n{i}/postmaster.pid 2>/dev/null) && [ -n \"$p\" ] && \
-                     kill -KILL $(pgrep -P $p) $p 2>/dev/null; ",
-                    dir = self.dir.display()
+                     kill -KILL $(pgrep -P $p) $p 2>/dev/null; "
                 )
             })
             .collect();
         format!(
             "kill -KILL {pids} 2>/dev/null; {stop_pg}sleep 0.5; rm -rf {dir}",
-            pids = pids.join(" "),
-            dir = self.dir.display()
+            pids = pids.join(" ")
         )
     }
 }
