@@ -326,11 +326,7 @@ async fn claim(
     probe: bool,
 ) -> Option<(Claimed, Option<SpanContext>)> {
     let max_body_bytes = shared.config.dispatcher.max_body_bytes;
-    let breakers = if probe {
-        Vec::new()
-    } else {
-        shared.with_breaker(open)
-    };
+    let breakers: &[String] = if probe { &[] } else { shared.breakers() };
     let started = SystemTime::now();
     match shared
         .store
@@ -338,7 +334,7 @@ async fn claim(
             lease,
             partition,
             open,
-            &breakers,
+            breakers,
             room as u32,
             max_body_bytes,
         )
@@ -370,8 +366,11 @@ async fn next_due(
     open: &[String],
     poll: Duration,
 ) -> Duration {
-    let breakers = shared.with_breaker(open);
-    let due = match shared.store.op_next_due(partition, open, &breakers).await {
+    let due = match shared
+        .store
+        .op_next_due(partition, open, shared.breakers())
+        .await
+    {
         Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
         Ok(None) => poll,
         Err(e) => {

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     routes: HashMap<String, Route>,
     names: Vec<String>,
+    /// The destinations with a circuit breaker: a claim leaves them out while it is not closed.
+    breakers: Vec<String>,
     global: Arc<Semaphore>,
     /// One per partition loop, woken by enqueue notifications and by finished attempts (a
     /// slot freed up). Each keeps a permit when nobody waits, so no wake-up is lost.
@@ -100,11 +102,18 @@ impl Shared {
             );
         }
         let names = config.destinations.keys().cloned().collect();
+        let breakers = config
+            .destinations
+            .iter()
+            .filter(|(_, d)| d.breaker.is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
         let global = Arc::new(Semaphore::new(config.dispatcher.max_in_flight));
         Ok(Shared {
             store,
             routes,
             names,
+            breakers,
             global,
             wakes: (0..config.dispatcher.partitions)
                 .map(|_| Notify::new())
@@ -300,14 +309,10 @@ impl Shared {
         self.startable(|_| true)
     }
 
-    /// Those of `destinations` that have a circuit breaker: a claim leaves them out while their
-    /// breaker is not closed.
-    pub(crate) fn with_breaker(&self, destinations: &[String]) -> Vec<String> {
-        destinations
-            .iter()
-            .filter(|d| self.has_breaker(d))
-            .cloned()
-            .collect()
+    /// The destinations that have a circuit breaker (fixed by the config): a claim leaves them
+    /// out while their breaker is not closed.
+    pub(crate) fn breakers(&self) -> &[String] {
+        &self.breakers
     }
 
     /// Whether `destination` has a circuit breaker configured.
