@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use outbox_producer::{Operation, Outbox};
 use outbox_store::request::DEFAULT_MAX_BODY_BYTES;
-use outbox_store::{AttemptOutcome, Completion, NextState, Partition, ResourceName, Store};
+use outbox_store::{
+    AttemptOutcome, ClaimRoom, Completion, NextState, Partition, ResourceName, Store,
+};
 
 use crate::cost::{Cost, Meter, measured};
 use crate::enqueue::{Layout, insert_plain_batch};
@@ -268,7 +270,7 @@ async fn sql_loop(store: &Store, n: usize) -> anyhow::Result<f64> {
             .op_claim(
                 &lease,
                 partition,
-                &destinations,
+                &[ClaimRoom::new("statements", CLAIM_BATCH)],
                 &destinations,
                 CLAIM_BATCH,
                 DEFAULT_MAX_BODY_BYTES,

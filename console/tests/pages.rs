@@ -11,7 +11,8 @@ use axum::http::{Method, Request, StatusCode, header};
 use outbox_console::{Console, Options};
 use outbox_producer::{Error as ProducerError, Operation};
 use outbox_store::{
-    AttemptOutcome, Completion, NextState, Partition, ResourceName, Store, StoreErrorKind,
+    AttemptOutcome, ClaimRoom, Completion, NextState, Partition, ResourceName, Store,
+    StoreErrorKind,
 };
 use outbox_tests::{TestDb, lease};
 use tower::ServiceExt as _;
@@ -72,7 +73,14 @@ async fn hostile_rows(db: &TestDb, store: &Store) -> uuid::Uuid {
         .unwrap()
         .unwrap();
     let claimed = store
-        .op_claim(&held, one, &["statements".to_owned()], &[], 10, 1 << 20)
+        .op_claim(
+            &held,
+            one,
+            &[ClaimRoom::new("statements", 10)],
+            &[],
+            10,
+            1 << 20,
+        )
         .await
         .unwrap();
     let c = &claimed.ops[0];

@@ -95,6 +95,11 @@ pub(crate) async fn run(
     let result = sent.result.clone();
     let completion = completion(&op, &decision, sent, span.traceparent());
     if record::submit(recorder, completion, span.context()).await {
+        if matches!(decision.next, NextState::RetryAfter(_)) {
+            // Pending again, due later: a loop that found nothing due of its destination
+            // must learn its due time.
+            shared.new_work();
+        }
         count_outcome(&op, &decision, age, span.span());
         if decision.next == NextState::Dead {
             span.dead(decision.reason.as_deref().unwrap_or("dead"), decided_at);

@@ -225,14 +225,15 @@ async fn serve(
         instance_id,
     )?);
     metrics::register(shared.destination_names(), config.dispatcher.partitions);
-    // PostgreSQL notifications arrive on one Notify; forward each to every partition loop.
+    // PostgreSQL notifications (SQLite's commits) arrive on one Notify; forward each to every
+    // partition loop as new work.
     let notified = Arc::new(tokio::sync::Notify::new());
     let listener = store.listen_for_enqueues(notified.clone()).map(|listener| {
         let shared = shared.clone();
         let forward = tokio::spawn(async move {
             loop {
                 notified.notified().await;
-                shared.wake_all();
+                shared.new_work();
             }
         });
         (listener, forward)

@@ -17,8 +17,11 @@
 //! Invariants: a claim and a completion each check, in the same statement, that this
 //! dispatcher's partition lease has its owner and token (G9); at most one op per order key is
 //! in flight and they go in (token, sequence) order (G8); an attempt starts only if its
-//! timeout fits the window the leader still trusts its lease. Wake-ups: a notification
-//! (PostgreSQL LISTEN, or a finished attempt), the next op's due time, or `poll_interval`.
+//! timeout fits the window the leader still trusts its lease; a claim takes no more of a
+//! destination's ops than it can start, its slots reserved before the claim is sent (issue
+//! 34). Wake-ups: a notification (PostgreSQL LISTEN, or a finished attempt), the next op's due
+//! time, or `poll_interval`; a destination found with nothing due is asked for again only
+//! after new work may have come or its next op is due.
 //! On pause the loop stops with the process and the lease lapses; on resume its completions
 //! are discarded. On crash the ops it had in flight are re-queued by the next leader (they may
 //! have been sent: at-least-once, same idempotency key). On restart it re-queues what an older
@@ -32,14 +35,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::SpanContext;
-use outbox_store::{Claimed, ClaimedOp, Lease, Partition};
+use outbox_store::{ClaimRoom, Claimed, ClaimedOp, Lease, Partition};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::health::HoldsSeen;
 use crate::metrics as m;
 use crate::partition::{Leadership, Trust};
 use crate::record::{self, Recorder};
-use crate::routes::Shared;
+use crate::routes::{Permits, Shared};
 use crate::telemetry;
 
 /// Serves one partition until `shutdown`: standby until the lease is won, then leader until it
@@ -241,6 +246,30 @@ fn in_share(share: &Option<std::sync::Arc<Vec<bool>>>, partition: Partition) -> 
         .is_none_or(|s| s.get(partition.index() as usize).copied().unwrap_or(true))
 }
 
+/// Destinations a claim found nothing more due of, left out of claims until new due ops may
+/// have come (`Shared::work_seen` moved: an enqueue notification, a retry scheduled, a hold
+/// ended) or the next of their ops is due; with `any_wake`, until any wake-up at all (their
+/// due ops wait for something else: an op ahead of them in an order key, a row another
+/// transaction holds), so a loop neither spins on them nor asks for them again at every slot
+/// another destination frees (issue 34).
+#[derive(Debug)]
+struct Drained {
+    names: Vec<String>,
+    work: u64,
+    until: Instant,
+    any_wake: bool,
+}
+
+impl Drained {
+    fn over(&self, shared: &Shared, woken: bool) -> bool {
+        self.work != shared.work_seen() || Instant::now() >= self.until || (self.any_wake && woken)
+    }
+
+    fn holds(&self, destination: &str) -> bool {
+        self.names.iter().any(|n| n == destination)
+    }
+}
+
 /// Claims and starts attempts until `stop`.
 async fn drain(
     shared: &Arc<Shared>,
@@ -253,6 +282,8 @@ async fn drain(
 ) {
     let poll = shared.config.dispatcher.poll_interval;
     let mut listening = false;
+    let mut drained: Option<Drained> = None;
+    let mut woken = false;
     while !stop.is_cancelled() {
         let room = shared.room();
         // A held destination's probe may be due: one op of it, if this partition has one.
@@ -271,58 +302,115 @@ async fn drain(
                 .await;
             }
         }
-        let open = shared.open_destinations();
-        let room = shared.room_for(&open);
-        if open.is_empty() || room == 0 || !shared.worth_claiming(&open, room) {
-            idle(shared, partition, stop, poll).await;
+        if drained.as_ref().is_some_and(|d| d.over(shared, woken)) {
+            drained = None;
+        }
+        woken = false;
+        // Idle with nothing left to claim: ask for notifications first, then look once more
+        // (everything) before sleeping, so an enqueue that committed before the request was
+        // visible is not missed.
+        let want = drained.is_some();
+        if want && !listening && set_listening(shared, partition, true).await {
+            listening = true;
+            drained = None;
+            continue;
+        }
+        let mut reserved = shared.reserve(|d| drained.as_ref().is_some_and(|x| x.holds(d)));
+        if reserved.is_empty() {
+            let wait = drained
+                .as_ref()
+                .map_or(poll, |d| d.until.saturating_duration_since(Instant::now()));
+            woken = idle(shared, partition, stop, wait.min(poll)).await;
             continue;
         }
         // Everything claimed must be able to finish inside the trusted window.
-        if !trust
-            .wait_to_cover(shared.longest_timeout(&open), stop)
-            .await
-        {
-            break;
+        let destinations = reserved.destinations();
+        let longest = shared.longest_timeout(&destinations);
+        if !trust.covers(longest) {
+            drop(reserved);
+            if !trust.wait_to_cover(longest, stop).await {
+                break;
+            }
+            continue;
         }
-        let Some((claimed, trace)) = claim(shared, lease, partition, &open, room, false).await
+        let (work, seen, total) = (
+            shared.work_seen(),
+            shared.health.holds_seen(),
+            reserved.total(),
+        );
+        let rooms = reserved.rooms();
+        let Some((claimed, trace)) = claim(shared, lease, partition, &rooms, total, false).await
         else {
-            idle(shared, partition, stop, poll).await;
+            drop(reserved);
+            woken = idle(shared, partition, stop, poll).await;
             continue;
         };
+        // When no destination got all its room and the claim took fewer than it could in all,
+        // its scan saw every due op of these destinations that it could take: none is left.
+        let filled = rooms.iter().any(|r| {
+            claimed
+                .ops
+                .iter()
+                .filter(|op| op.destination == r.destination)
+                .count()
+                >= r.ops as usize
+        });
+        let exhausted = !filled && claimed.unreadable.is_empty() && claimed.ops.len() < total;
         for u in claimed.unreadable {
             let (shared, recorder) = (shared.clone(), recorder.clone());
             attempts.spawn(async move { record::bury(&shared, u, &recorder).await });
         }
-        let full = claimed.ops.len() == room;
         for op in claimed.ops {
+            let permits = reserved.take(&op.destination);
             let (trust, trace) = (trust.clone(), trace.clone());
-            start(shared, lease, op, trust, attempts, recorder, trace).await;
+            start(
+                shared, lease, op, permits, seen, trust, attempts, recorder, trace,
+            )
+            .await;
         }
-        // Busy (a full batch): claim again at once, and spare producers the notifications.
-        // About to idle: ask for notifications first, then look once more before sleeping, so
-        // an enqueue that committed before the request was visible is not missed.
-        let want = !full;
-        if listening != want && set_listening(shared, partition, want).await {
-            listening = want;
+        drop(reserved);
+        if !exhausted {
+            // Busy: claim again at once, and spare producers the notifications.
+            if listening && drained.is_none() && set_listening(shared, partition, false).await {
+                listening = false;
+            }
             continue;
         }
-        if !full {
-            let due = next_due(shared, partition, &open, poll).await;
-            idle(shared, partition, stop, due).await;
+        let due = next_due(shared, partition, &destinations, poll).await;
+        let (until, any_wake) = match due {
+            // Due, yet not claimed: held back by something a wake-up reports.
+            Some(d) if d.is_zero() => (Instant::now() + poll, true),
+            Some(d) => (Instant::now() + d.min(poll), false),
+            None => (Instant::now() + poll, false),
+        };
+        match &mut drained {
+            Some(d) if d.work == work => {
+                d.names.extend(destinations);
+                d.until = d.until.min(until);
+                d.any_wake |= any_wake;
+            }
+            _ => {
+                drained = Some(Drained {
+                    names: destinations,
+                    work,
+                    until,
+                    any_wake,
+                });
+            }
         }
     }
 }
 
-/// Claims up to `room` ops of the `open` destinations, with the claim's span when traces
-/// are on and it took something; `None` when the database call failed. The claim leaves out
-/// what the database holds (a pause; a breaker that is not closed, unless this is its
-/// `probe`), whatever this process's view of the destinations says (issue 28).
+/// Claims up to `total` ops, of each destination at most its room, with the claim's span when
+/// traces are on and it took something; `None` when the database call failed. The claim
+/// leaves out what the database holds (a pause; a breaker that is not closed, unless this is
+/// its `probe`), whatever this process's view of the destinations says (issue 28).
 async fn claim(
     shared: &Shared,
     lease: &Lease,
     partition: Partition,
-    open: &[String],
-    room: usize,
+    rooms: &[ClaimRoom],
+    total: usize,
     probe: bool,
 ) -> Option<(Claimed, Option<SpanContext>)> {
     let max_body_bytes = shared.config.dispatcher.max_body_bytes;
@@ -333,9 +421,9 @@ async fn claim(
         .op_claim(
             lease,
             partition,
-            open,
+            rooms,
             breakers,
-            room as u32,
+            total as u32,
             max_body_bytes,
         )
         .await
@@ -358,27 +446,26 @@ async fn claim(
     }
 }
 
-/// How long to idle with nothing left to claim: until the next op of `open` is due, at most
-/// `poll`.
+/// How long until the next op of `destinations` is due (zero: due now), at most `poll`;
+/// `None` when none is pending.
 async fn next_due(
     shared: &Shared,
     partition: Partition,
-    open: &[String],
+    destinations: &[String],
     poll: Duration,
-) -> Duration {
-    let due = match shared
+) -> Option<Duration> {
+    match shared
         .store
-        .op_next_due(partition, open, shared.breakers())
+        .op_next_due(partition, destinations, shared.breakers())
         .await
     {
-        Ok(Some(ms)) => Duration::from_millis(ms.max(0) as u64),
-        Ok(None) => poll,
+        Ok(Some(ms)) => Some(Duration::from_millis(ms.max(0) as u64).min(poll)),
+        Ok(None) => None,
         Err(e) => {
             shared.db_failed(m::DbCall::NextDue, &e);
-            poll
+            Some(poll)
         }
-    };
-    due.min(poll)
+    }
 }
 
 /// Records whether this partition's loop wants notifications; false when that failed.
@@ -392,48 +479,57 @@ async fn set_listening(shared: &Shared, partition: Partition, listening: bool) -
     }
 }
 
-/// Waits for a wake-up of `partition`'s loop, at most `at_most`.
-async fn idle(shared: &Shared, partition: Partition, stop: &CancellationToken, at_most: Duration) {
+/// Waits for a wake-up of `partition`'s loop, at most `at_most`; true when woken.
+async fn idle(
+    shared: &Shared,
+    partition: Partition,
+    stop: &CancellationToken,
+    at_most: Duration,
+) -> bool {
     tokio::select! {
-        () = stop.cancelled() => {}
-        () = shared.woken(partition) => {}
-        () = tokio::time::sleep(at_most) => {}
+        () = stop.cancelled() => false,
+        () = shared.woken(partition) => true,
+        () = tokio::time::sleep(at_most) => false,
     }
 }
 
-/// Starts the attempt of a claimed op (`claim`: the claim's span), or gives the claim back
-/// when its destination has no free slot or budget.
+/// Starts the attempt of a claimed op with the `permits` reserved for it (`claim`: the claim's
+/// span), or gives the claim back when it has none or its destination became held by this
+/// process after `seen` (see below).
+#[allow(clippy::too_many_arguments)]
 async fn start(
     shared: &Arc<Shared>,
     lease: &Lease,
     op: ClaimedOp,
+    permits: Option<Permits>,
+    seen: HoldsSeen,
     trust: Trust,
     attempts: &TaskTracker,
     recorder: &Recorder,
     claim: Option<SpanContext>,
 ) {
+    let Some(permits) = permits else {
+        release_claim(shared, lease, &op).await;
+        return;
+    };
     // Whether the destination is held was the claim's to decide, from the database: this
-    // process's view may be older (issue 28). Only a hold committed after the claim read the
-    // row (this process opened the breaker meanwhile, say: its last failure was recorded
-    // while the claim ran) gives the op back, as does a destination that is not configured,
-    // or without a free slot or budget.
-    if shared.health.held_after(
-        &op.destination,
-        shared.has_breaker(&op.destination),
-        op.claimed_at,
-    ) {
+    // process's view may be older (issue 28). Only a hold this process applied after the
+    // claim was sent (its last failure opened the breaker while the claim ran, say) gives the
+    // op back (issue 34). The slots were taken before the claim was sent, and a breaker
+    // destination's slot is freed only once its outcome is applied, so a hold that freed the
+    // slot reserved here is already counted in `seen` and was seen by the claim.
+    if shared
+        .health
+        .held_after(&op.destination, shared.has_breaker(&op.destination), seen)
+    {
+        drop(permits);
         release_claim(shared, lease, &op).await;
         return;
     }
-    match shared.admit(&op.destination) {
-        Some(permits) => {
-            let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
-            attempts.spawn(async move {
-                crate::attempt::run(&shared, &lease, op, trust, &recorder, permits, claim).await
-            });
-        }
-        None => release_claim(shared, lease, &op).await,
-    }
+    let (shared, lease, recorder) = (shared.clone(), lease.clone(), recorder.clone());
+    attempts.spawn(async move {
+        crate::attempt::run(&shared, &lease, op, trust, &recorder, permits, claim).await
+    });
 }
 
 /// Tries `destination`'s probe in this partition: claims one of its ops here, takes a slot,
@@ -456,7 +552,7 @@ async fn probe(
     else {
         return;
     };
-    let one = [destination.to_owned()];
+    let one = [ClaimRoom::new(destination, 1)];
     let Some((claimed, trace)) = claim(shared, lease, partition, &one, 1, true).await else {
         return;
     };

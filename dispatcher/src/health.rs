@@ -37,23 +37,40 @@ pub(crate) struct Health {
 struct View {
     rows: HashMap<String, DestinationHealth>,
     holds: HashMap<String, Vec<Hold>>,
+    /// How many changes to a hold this process has applied ([`Health::apply`]), and when each
+    /// destination was last held by one of them, on that count: the order in which this
+    /// process learnt of its own holds, which no clock can reorder.
+    holds_applied: u64,
+    held_at: HashMap<String, u64>,
 }
 
+/// Where the count of this process's own holds stood when a claim was sent
+/// ([`Health::holds_seen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HoldsSeen(u64);
+
 impl Health {
-    /// Whether `destination` became held (paused, or with `breaker_on` its breaker left
-    /// closed) by a change committed after `claimed_at`, the database time of a claim that
-    /// saw it delivering: a change this process made itself while the claim ran, which the
-    /// view has at once. An older view never overrides the claim, which read the database.
-    pub(crate) fn held_after(
-        &self,
-        destination: &str,
-        breaker_on: bool,
-        claimed_at: OffsetDateTime,
-    ) -> bool {
-        self.lock().rows.get(destination).is_some_and(|h| {
-            h.changed_at > claimed_at
-                && (h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed))
-        })
+    /// The count of holds this process has applied so far: read before a claim is sent, and
+    /// given to [`Health::held_after`] with each op it took.
+    pub(crate) fn holds_seen(&self) -> HoldsSeen {
+        HoldsSeen(self.lock().holds_applied)
+    }
+
+    /// Whether `destination` is held now (paused, or with `breaker_on` its breaker not closed)
+    /// by a change this process applied after `seen`, read before a claim was sent: a change
+    /// whose commit the claim may not have seen (this process opened the breaker while the
+    /// claim ran), so the claimed op is given back. A change applied before `seen` had
+    /// committed before the claim was sent, and the claim, which reads the holds in the same
+    /// statement, left the destination's ops alone. The decision rests on the order this
+    /// process applied its changes in, not on database times: a breaker write that locked the
+    /// row before the claim's time and committed after its snapshot carries an older
+    /// `changed_at` (issue 34). An older view never overrides the claim.
+    pub(crate) fn held_after(&self, destination: &str, breaker_on: bool, seen: HoldsSeen) -> bool {
+        let view = self.lock();
+        let held = view.rows.get(destination).is_some_and(|h| {
+            h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed)
+        });
+        held && view.held_at.get(destination).is_some_and(|&at| at > seen.0)
     }
 
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
@@ -108,6 +125,11 @@ impl Health {
             .is_none_or(|mine| mine.changed_at <= t.health.changed_at);
         if newer {
             set_state_gauge(&t.destination, t.to);
+            if t.health.paused.is_some() || t.health.state != health::BreakerState::Closed {
+                view.holds_applied += 1;
+                let at = view.holds_applied;
+                view.held_at.insert(t.destination.clone(), at);
+            }
             view.rows.insert(t.destination.clone(), t.health.clone());
         }
     }
@@ -125,13 +147,24 @@ impl Health {
     /// for the others only a pause is shown (a row left open from before is not in force). A
     /// row this process changed after the read began is kept: a slow read never takes the
     /// view back to a state the database has left (a destination just opened seen closed).
+    /// True when a destination the view had held is held no more.
     fn replace(
         &self,
         rows: Vec<DestinationHealth>,
         holds: Vec<(String, Hold)>,
         breaker_on: impl Fn(&str) -> bool,
-    ) {
+    ) -> bool {
         let mut view = self.lock();
+        let held = |h: &DestinationHealth| {
+            h.paused.is_some()
+                || (breaker_on(&h.destination) && h.state != health::BreakerState::Closed)
+        };
+        let held_before: Vec<String> = view
+            .rows
+            .values()
+            .filter(|h| held(h))
+            .map(|h| h.destination.clone())
+            .collect();
         let rows: HashMap<String, DestinationHealth> = rows
             .into_iter()
             .map(|read| match view.rows.get(&read.destination) {
@@ -152,6 +185,9 @@ impl Health {
         for (destination, hold) in holds {
             view.holds.entry(destination).or_default().push(hold);
         }
+        held_before
+            .iter()
+            .any(|d| view.rows.get(d).is_none_or(|h| !held(h)))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, View> {
@@ -210,7 +246,13 @@ pub(crate) async fn record(shared: &Shared, destination: &Destination, result: &
         .destination_record(&destination.name, &outcomes, policy)
         .await
     {
-        Ok(Some(t)) => shared.health.apply(&t),
+        Ok(Some(t)) => {
+            shared.health.apply(&t);
+            if t.to == "closed" && t.from != "closed" {
+                // Its ops may be claimed again: loops that found nothing of it ask again.
+                shared.new_work();
+            }
+        }
         Ok(None) => {}
         Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
     }
@@ -246,13 +288,19 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
             Ok::<_, outbox_store::Error>((rows, holds))
         };
         match read.await {
-            Ok((rows, holds)) => shared.health.replace(rows, holds, |name| {
-                shared
-                    .config
-                    .destinations
-                    .get(name)
-                    .is_some_and(|d| d.breaker.is_some())
-            }),
+            Ok((rows, holds)) => {
+                let released = shared.health.replace(rows, holds, |name| {
+                    shared
+                        .config
+                        .destinations
+                        .get(name)
+                        .is_some_and(|d| d.breaker.is_some())
+                });
+                if released {
+                    // Another instance or an operator ended a hold: its ops may be due.
+                    shared.new_work();
+                }
+            }
             Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
         }
         tokio::select! {
@@ -265,6 +313,42 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A breaker change as `destination_record` returns it: `to` at `changed_at`.
+    fn opened(destination: &str, changed_at: OffsetDateTime) -> Transition {
+        let mut h = DestinationHealth::closed(destination, changed_at);
+        h.state = health::BreakerState::Open;
+        h.opened_at = Some(changed_at);
+        Transition {
+            destination: destination.to_owned(),
+            from: "closed",
+            to: "open",
+            health: h,
+        }
+    }
+
+    /// Issue 34, item 2: the breaker write locked its row (and took its `changed_at`) before the
+    /// claim's time, and committed after the claim's snapshot; the claim took an op of the
+    /// destination. The op is given back because this process applied the opening after the
+    /// claim was sent, whatever the two database times say. Before, `held_after` compared
+    /// `changed_at` with the claim's time and let the op go: a fourth request to a destination
+    /// whose breaker opens after three.
+    #[test]
+    fn a_hold_applied_after_the_claim_was_sent_gives_its_ops_back_whatever_the_times() {
+        let view = Health::default();
+        let claimed_at = OffsetDateTime::now_utc();
+        let locked_at = claimed_at - Duration::from_millis(5);
+        let seen = view.holds_seen();
+        view.apply(&opened("b", locked_at));
+        assert!(view.held_after("b", true, seen));
+        // The next claim is sent after the opening was applied: the claim itself saw it (and
+        // took nothing of b); an op it took of b would be the database's word, kept.
+        let later = view.holds_seen();
+        assert!(!view.held_after("b", true, later));
+        // Without its breaker on, an open row holds nothing; other destinations are not held.
+        assert!(!view.held_after("b", false, seen));
+        assert!(!view.held_after("c", true, seen));
+    }
 
     #[test]
     fn failures_are_the_destinations_and_other_answers_the_ops() {

@@ -167,17 +167,32 @@ impl Bucket {
 
     /// Spends a token, or says how long until the next one (at most a minute).
     pub(crate) fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        self.take_up_to(1, now).map(|_| ())
+    }
+
+    /// Spends up to `n` tokens at once, for a claim's ops before it is sent: how many were
+    /// spent, or, when none is left, how long until the next one (as [`Bucket::take`]).
+    pub(crate) fn take_up_to(&mut self, n: usize, now: Instant) -> Result<usize, Duration> {
         self.refill(now);
+        if n == 0 {
+            return Ok(0);
+        }
         let Some((gap, _)) = self.part else {
             return Err(Duration::from_millis(100));
         };
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
+        let whole = self.tokens.floor().min(n as f64);
+        if whole < 1.0 {
             // Asked again after at most a minute, however slow the limit.
-            Err(gap.mul_f64(1.0 - self.tokens).min(Duration::from_secs(60)))
+            return Err(gap.mul_f64(1.0 - self.tokens).min(Duration::from_secs(60)));
         }
+        self.tokens -= whole;
+        Ok(whole as usize)
+    }
+
+    /// Gives back `n` tokens spent for ops a claim did not take (never past the burst).
+    pub(crate) fn give_back(&mut self, n: usize) {
+        let burst = self.part.map_or(0.0, |(_, b)| f64::from(b));
+        self.tokens = (self.tokens + n as f64).min(burst);
     }
 
     fn refill(&mut self, now: Instant) {
@@ -284,6 +299,20 @@ mod tests {
         // No part any more: nothing.
         b.set_part(None, t2 + Duration::from_secs(5));
         assert!(b.take(t2 + Duration::from_secs(10)).is_err());
+    }
+
+    #[test]
+    fn a_claim_spends_what_it_may_take_and_gives_back_what_it_did_not() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(t0);
+        b.set_part(Some((Duration::from_millis(100), 5)), t0);
+        assert_eq!(b.take_up_to(3, t0), Ok(3));
+        assert_eq!(b.take_up_to(3, t0), Ok(2), "what is left of the burst");
+        assert_eq!(b.take_up_to(3, t0), Err(Duration::from_millis(100)));
+        b.give_back(4);
+        assert_eq!(b.take_up_to(10, t0), Ok(4));
+        b.give_back(100);
+        assert_eq!(b.take_up_to(10, t0), Ok(5), "never past the burst");
     }
 
     #[tokio::test]

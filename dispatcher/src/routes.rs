@@ -1,14 +1,15 @@
 //! What every partition loop shares: the store, the config, and one route per destination
 //! (its sender and its limits: in-flight slots, rate limit, throttling), with this process's
 //! slot count, the partitions it leads (which size its part of every destination's limits,
-//! `limits`), the loops' wake-ups, readiness, and why the loops were stopped.
+//! `limits`), the loops' wake-ups, readiness, and why the loops were stopped; and what a claim
+//! may take, reserved before it is sent ([`Reservation`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_store::{Partition, Store};
+use outbox_store::{ClaimRoom, Partition, Store};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +50,10 @@ pub(crate) struct Shared {
     /// One per partition loop, woken by enqueue notifications and by finished attempts (a
     /// slot freed up). Each keeps a permit when nobody waits, so no wake-up is lost.
     wakes: Vec<Notify>,
+    /// Counts the wake-ups that may mean new due ops (an enqueue notification, an op made
+    /// pending again, a hold ended); a loop that found a destination with nothing due asks
+    /// again only once this moved (or its next due time came), not at every freed slot.
+    work: AtomicU64,
     pub(crate) ready: Arc<AtomicBool>,
     /// Destinations that hit their rate limit, and until when to leave them out of claims.
     throttled: Mutex<HashMap<String, Instant>>,
@@ -118,6 +123,7 @@ impl Shared {
             wakes: (0..config.dispatcher.partitions)
                 .map(|_| Notify::new())
                 .collect(),
+            work: AtomicU64::new(0),
             ready,
             throttled: Mutex::default(),
             recount: Mutex::default(),
@@ -149,6 +155,18 @@ impl Shared {
         for wake in &self.wakes {
             wake.notify_one();
         }
+    }
+
+    /// Wakes every partition loop for what may be new due ops (see `work`).
+    pub(crate) fn new_work(&self) {
+        self.work.fetch_add(1, Ordering::AcqRel);
+        self.wake_all();
+    }
+
+    /// How many wake-ups for new due ops there were so far: read before a claim is sent, so
+    /// one that came while it ran is never missed.
+    pub(crate) fn work_seen(&self) -> u64 {
+        self.work.load(Ordering::Acquire)
     }
 
     /// Returns when `partition`'s loop is woken (at once if a wake-up came while it was busy).
@@ -255,16 +273,83 @@ impl Shared {
             .min(self.config.dispatcher.claim_batch as usize)
     }
 
-    /// How many ops one claim for the `open` destinations should take: [`Shared::room`], and
-    /// no more than their free slots together. An op claimed beyond them would only be given
-    /// back, one more statement for nothing.
-    pub(crate) fn room_for(&self, open: &[String]) -> usize {
-        let free: usize = open
-            .iter()
-            .filter_map(|d| self.routes.get(d))
-            .map(|r| r.slots.available())
-            .sum();
-        self.room().min(free)
+    /// Reserves what the next claim may take: of every destination that can start attempts
+    /// now, is not throttled and not `skipped`, its free slots, this process's free global
+    /// slots and its rate budget for them, at most `claim_batch` in all; the claim then takes
+    /// no more of each destination's ops than it can start (issue 34). A destination is
+    /// worth a claim while none of its attempts runs (an idle one claims at once, for
+    /// latency), otherwise once half of what it may have in flight at once (its slots, at
+    /// most `claim_batch` and the global limit) is free: while attempts are running, claims of
+    /// one op at a time would cost the database a statement per op. Reserving before the
+    /// claim is sent also keeps the partition loops of this process from claiming the same
+    /// free slots twice.
+    pub(crate) fn reserve(&self, skipped: impl Fn(&str) -> bool) -> Reservation<'_> {
+        let batch = self.config.dispatcher.claim_batch as usize;
+        let whole = self.config.dispatcher.max_in_flight.min(batch);
+        let now = Instant::now();
+        let mut throttled = self.throttled.lock().unwrap_or_else(|p| p.into_inner());
+        throttled.retain(|_, until| *until > now);
+        let mut names: Vec<&String> = self.routes.keys().collect();
+        names.sort();
+        let mut rooms = Vec::new();
+        let mut left = self.room();
+        for name in names {
+            let route = &self.routes[name];
+            if left == 0 {
+                break;
+            }
+            if throttled.contains_key(name) || skipped(name) {
+                continue;
+            }
+            let free = route.slots.available().min(left);
+            let most = route.slots.limit().min(whole);
+            if free == 0 || (route.slots.taken() > 0 && free < (most / 2).max(1)) {
+                continue;
+            }
+            let budget = match &route.limiter {
+                None => free,
+                Some(bucket) => {
+                    let mut bucket = bucket.lock().unwrap_or_else(|p| p.into_inner());
+                    match bucket.take_up_to(free, std::time::Instant::now()) {
+                        Ok(n) => n,
+                        Err(gap) => {
+                            throttled.insert(name.clone(), Instant::now() + gap);
+                            continue;
+                        }
+                    }
+                }
+            };
+            let mut permits = Vec::with_capacity(budget);
+            while permits.len() < budget {
+                match (
+                    self.global.clone().try_acquire_owned(),
+                    route.slots.try_take(),
+                ) {
+                    (Ok(global), Some(slot)) => permits.push((global, slot)),
+                    _ => break,
+                }
+            }
+            if let (Some(bucket), unused) = (&route.limiter, budget - permits.len())
+                && unused > 0
+            {
+                bucket
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .give_back(unused);
+            }
+            if permits.is_empty() {
+                continue;
+            }
+            left -= permits.len();
+            rooms.push(Room {
+                destination: name.clone(),
+                permits,
+            });
+        }
+        Reservation {
+            shared: self,
+            rooms,
+        }
     }
 
     /// How many requests this process is sending now to destinations without a breaker (their
@@ -278,20 +363,6 @@ impl Shared {
             .sum()
     }
 
-    /// Whether a claim of `room` ops for `open` is worth its statement now: always while none
-    /// of their slots is taken (an idle dispatcher claims at once, for latency), otherwise only
-    /// once half of their slots (or of `claim_batch`) is free: while attempts are running,
-    /// claims one op at a time would cost the database a statement per op.
-    pub(crate) fn worth_claiming(&self, open: &[String], room: usize) -> bool {
-        let (mut limit, mut taken) = (0, 0);
-        for r in open.iter().filter_map(|d| self.routes.get(d)) {
-            limit += r.slots.limit();
-            taken += r.slots.taken();
-        }
-        let batch = self.config.dispatcher.claim_batch as usize;
-        taken == 0 || room >= (limit.min(batch) / 2).max(1)
-    }
-
     /// The longest timeout among `destinations`: what a claim for them must leave time for.
     pub(crate) fn longest_timeout(&self, destinations: &[String]) -> Duration {
         destinations
@@ -300,13 +371,6 @@ impl Shared {
             .map(|r| r.sender.destination().timeout)
             .max()
             .unwrap_or_default()
-    }
-
-    /// Destinations that could start an attempt now: a free slot and not throttled. Whether
-    /// one is held by its breaker or an operator's pause is the claim's to say, from the
-    /// database in the same statement (issue 28): this process's view of the holds may lag.
-    pub(crate) fn open_destinations(&self) -> Vec<String> {
-        self.startable(|_| true)
     }
 
     /// The destinations that have a circuit breaker (fixed by the config): a claim leaves them
@@ -346,29 +410,101 @@ impl Shared {
             .collect()
     }
 
-    /// The slots for one attempt to `destination`, or `None` when it is not configured, a
-    /// slot is taken or its rate limit has no budget left; out of budget, it is left out of
-    /// claims for one request's gap. The budget is spent even when a slot was missing.
+    /// The slots for one attempt to `destination` (a breaker's probe), or `None` when it is not
+    /// configured, a slot is taken or its rate limit has no budget left; out of budget, it is
+    /// left out of claims for one request's gap. The budget is spent only with the slots in
+    /// hand: a destination without a free slot is not throttled by attempts it never made.
     pub(crate) fn admit(&self, destination: &str) -> Option<Permits> {
         let route = self.routes.get(destination)?;
-        let permits = (
-            self.global.clone().try_acquire_owned(),
-            route.slots.try_take(),
-        );
+        let global = self.global.clone().try_acquire_owned().ok()?;
+        let slot = route.slots.try_take()?;
         let budget = match &route.limiter {
             None => Ok(()),
-            Some(bucket) => bucket.lock().ok()?.take(std::time::Instant::now()),
+            Some(bucket) => bucket
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take(std::time::Instant::now()),
         };
-        match (permits, budget) {
-            ((Ok(global), Some(slot)), Ok(())) => Some((global, slot)),
-            (_, budget) => {
-                if let Err(gap) = budget {
-                    self.throttled
-                        .lock()
-                        .expect("throttle map")
-                        .insert(destination.to_owned(), Instant::now() + gap);
-                }
+        match budget {
+            Ok(()) => Some((global, slot)),
+            Err(gap) => {
+                self.throttled
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(destination.to_owned(), Instant::now() + gap);
                 None
+            }
+        }
+    }
+}
+
+/// One destination's part of a [`Reservation`]: the slots its claimed ops will use.
+#[derive(Debug)]
+struct Room {
+    destination: String,
+    permits: Vec<Permits>,
+}
+
+/// What the next claim may take, reserved before it is sent (`Shared::reserve`): of each
+/// destination, the slots (and rate budget) of as many ops as it can start now. The claim
+/// takes no more than that of each; every op it took gets its slots from here
+/// ([`Reservation::take`]), and what it did not use is given back when this is dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation<'a> {
+    shared: &'a Shared,
+    rooms: Vec<Room>,
+}
+
+impl Reservation<'_> {
+    /// Whether nothing was reserved: no destination can start anything worth a claim.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rooms.is_empty()
+    }
+
+    /// The claim's rooms: each destination and how many of its ops it may take.
+    pub(crate) fn rooms(&self) -> Vec<ClaimRoom> {
+        self.rooms
+            .iter()
+            .map(|r| ClaimRoom::new(r.destination.clone(), r.permits.len() as u32))
+            .collect()
+    }
+
+    /// How many ops the claim may take in all.
+    pub(crate) fn total(&self) -> usize {
+        self.rooms.iter().map(|r| r.permits.len()).sum()
+    }
+
+    /// The destinations reserved for.
+    pub(crate) fn destinations(&self) -> Vec<String> {
+        self.rooms.iter().map(|r| r.destination.clone()).collect()
+    }
+
+    /// The slots for one claimed op of `destination`; `None` when none is left (the claim took
+    /// more than it was given room for: it never does).
+    pub(crate) fn take(&mut self, destination: &str) -> Option<Permits> {
+        self.rooms
+            .iter_mut()
+            .find(|r| r.destination == destination)?
+            .permits
+            .pop()
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        // Unused slots go back as their permits drop; the rate budget spent for them, here.
+        for room in &self.rooms {
+            let unused = room.permits.len();
+            let bucket = self
+                .shared
+                .routes
+                .get(&room.destination)
+                .and_then(|r| r.limiter.as_ref());
+            if let (Some(bucket), true) = (bucket, unused > 0) {
+                bucket
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .give_back(unused);
             }
         }
     }

@@ -246,6 +246,39 @@ pub struct OpStats {
     pub rejections_last_hour: i64,
 }
 
+/// One destination a claim may take ops of, and how many at most: what it can start now (its
+/// free in-flight slots, its rate budget), so that nothing is claimed only to be given back
+/// (issue 34).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRoom {
+    /// The destination, as configured.
+    pub destination: String,
+    /// How many of its ops one claim may take.
+    pub ops: u32,
+}
+
+impl ClaimRoom {
+    /// Room for `ops` ops of `destination`.
+    pub fn new(destination: impl Into<String>, ops: u32) -> ClaimRoom {
+        ClaimRoom {
+            destination: destination.into(),
+            ops,
+        }
+    }
+}
+
+/// The destinations of `rooms` and their rooms, as two lists in one order: the claim's
+/// parameters.
+pub(crate) fn split_rooms(rooms: &[ClaimRoom]) -> (Vec<&str>, Vec<i32>) {
+    rooms
+        .iter()
+        .map(|r| {
+            let ops = i32::try_from(r.ops).unwrap_or(i32::MAX);
+            (r.destination.as_str(), ops)
+        })
+        .unzip()
+}
+
 /// The result of a claim.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Claimed {

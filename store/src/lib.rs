@@ -32,7 +32,8 @@ pub mod text;
 use std::time::Duration;
 
 pub use dispatch::{
-    AttemptOutcome, Claimed, ClaimedOp, Completion, NextState, OpStats, Partition, Unreadable,
+    AttemptOutcome, ClaimRoom, Claimed, ClaimedOp, Completion, NextState, OpStats, Partition,
+    Unreadable,
 };
 pub use error::{Backend, Error, InvalidInput, MigrateError, StoreError, StoreErrorKind};
 pub use migrate::MigrationReport;
@@ -317,9 +318,11 @@ impl Store {
         on_backend!(self, b => b.rejection_list(limit).await)
     }
 
-    /// Claims up to `limit` due ops of `partition` whose destination is in `destinations`,
-    /// while `lease` (the partition's dispatcher lease) is held and unexpired (G9): per order
-    /// key only the head, never two in flight (G8). A held destination's ops are never claimed:
+    /// Claims up to `limit` due ops of `partition` whose destination is in `rooms`, of each
+    /// destination no more than its room, while `lease` (the partition's dispatcher lease) is
+    /// held and unexpired (G9): per order key only the head, never two in flight (G8). The
+    /// first `limit` due ops of those destinations are chosen in due order, and of them the
+    /// first ones of each destination are claimed, as many as its room (issue 34). A held destination's ops are never claimed:
     /// one an operator paused, or one of `breakers` (those with a circuit breaker; empty for a
     /// breaker's probe) whose breaker is not closed, as the database says in the same
     /// statement, so a pause holds every instance from its commit. Pending
@@ -331,13 +334,13 @@ impl Store {
         &self,
         lease: &Lease,
         partition: Partition,
-        destinations: &[String],
+        rooms: &[ClaimRoom],
         breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
         on_backend!(self, b => b
-            .op_claim(lease, partition, destinations, breakers, limit, max_body_bytes)
+            .op_claim(lease, partition, rooms, breakers, limit, max_body_bytes)
             .await)
     }
 

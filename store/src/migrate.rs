@@ -64,6 +64,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0009, "lean_attempts"),
     migration!("postgres", 0010, "pooler_safe_sessions"),
     migration!("postgres", 0011, "claim_honours_holds"),
+    migration!("postgres", 0012, "claim_room_per_destination"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -78,6 +79,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0009, "lean_attempts"),
     migration!("sqlite", 0010, "pooler_safe_sessions"),
     migration!("sqlite", 0011, "claim_honours_holds"),
+    migration!("sqlite", 0012, "claim_room_per_destination"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -92,6 +94,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0009, "lean_attempts"),
     migration!("mssql", 0010, "pooler_safe_sessions"),
     migration!("mssql", 0011, "claim_honours_holds"),
+    migration!("mssql", 0012, "claim_room_per_destination"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -213,7 +216,8 @@ mod tests {
                 "0008_destination_health",
                 "0009_lean_attempts",
                 "0010_pooler_safe_sessions",
-                "0011_claim_honours_holds"
+                "0011_claim_honours_holds",
+                "0012_claim_room_per_destination"
             ]
         );
     }

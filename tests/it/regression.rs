@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use outbox_producer::{OpState, Operation, OrderKey};
 use outbox_store::{
-    AttemptOutcome, Completion, Lease, NextState, Partition, Renewal, ResourceName, Store,
+    AttemptOutcome, ClaimRoom, Completion, Lease, NextState, Partition, Renewal, ResourceName,
+    Store,
 };
 use outbox_tests::{Kind, TestDb, lease, wait_until};
 use time::OffsetDateTime;
@@ -59,7 +60,7 @@ async fn claimed_by_partition_0(
     let name = ResourceName::new(one.lease_resource()).unwrap();
     let held = store.lease_try_acquire(&name, ttl).await.unwrap().unwrap();
     let claimed = store
-        .op_claim(&held, one, &["api".to_owned()], &[], 10, 1 << 20)
+        .op_claim(&held, one, &[ClaimRoom::new("api", 10)], &[], 10, 1 << 20)
         .await
         .unwrap();
     assert_eq!(claimed.ops.len(), 1);

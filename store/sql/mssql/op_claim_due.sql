@@ -3,19 +3,27 @@
 -- destination is configured; per order key only the head (lowest token, then sequence) and
 -- only when nothing of that key is in flight; never an expire_with_generation op whose token
 -- is no longer its resource's newest; never an op of a held destination: paused by an
--- operator, or its breaker (among @P7) not closed (issue 28). The destinations' rows are read
--- plainly in this statement: under READ COMMITTED SNAPSHOT the latest committed version, under
--- locking READ COMMITTED after a pause being written commits, so a pause holds every instance
--- from its commit.
--- One UPDATE of the ops a TOP ... ORDER BY subquery chose (SQL Server's queue pattern), so the
--- lease check, the choice and the claim are one statement. (The same as an UPDATE through an
--- updatable CTE, which Babelfish for PostgreSQL does not run. The subquery's hints lock the
--- chosen rows for the UPDATE; the UPDATE reads WITH (READPAST, ROWLOCK) too, so whatever plan
--- it gets it never waits for a row another transaction holds, and it checks `pending` again on
--- the row it changes.) Its OUTPUT keeps what the claim changed in a table variable, plain
--- columns only (Babelfish runs no CAST, CASE or COALESCE there), and the SELECT after it reads
--- the op's unchanging columns beside them; both in one transaction, so a claim whose rows were
--- not returned is rolled back (XACT_ABORT ON), never left in flight unseen.
+-- operator, or its breaker (among @P7) not closed (issue 28); of each destination no more than
+-- its room, what it can start now (issue 34).
+-- - The destinations' rows are read WITH (READCOMMITTEDLOCK, READPAST): the latest committed
+--   row under READ COMMITTED and READ COMMITTED SNAPSHOT alike, and a row another transaction
+--   holds for writing (a breaker's change, an operator's pause or resume) is skipped, never
+--   waited for, and its destination counts as held until that commits. A plain read waited
+--   there under locking READ COMMITTED while the claim held the partition lease's shared lock:
+--   one dispatcher stopped inside a breaker write stopped every claim and every takeover
+--   (issue 34). Whether a destination has a row at all is read WITH (NOLOCK) (it never waits;
+--   a row being inserted counts as held for that moment). A pause therefore holds every
+--   instance from its commit, and a resume frees it from its commit.
+-- Two statements in one transaction (SQL Server's queue pattern, without an updatable CTE,
+-- which Babelfish for PostgreSQL does not run): a SELECT TOP ... ORDER BY keeps the due ops in
+-- due order in a table variable, holding update locks on them to the commit, and one UPDATE
+-- claims, of each destination, the first ones as many as its room (a window over those rows).
+-- The UPDATE reads WITH (READPAST, ROWLOCK) too, so whatever plan it gets it never waits for a
+-- row another transaction holds, and it checks `pending` again on the row it changes. Its
+-- OUTPUT keeps what the claim changed in a table variable, plain columns only (Babelfish runs
+-- no CAST, CASE or COALESCE there), and the SELECT after it reads the op's unchanging columns
+-- beside them; all in one transaction, so a claim whose rows were not returned is rolled back
+-- (XACT_ABORT ON), never left in flight unseen.
 -- - The lease row is read WITH (HOLDLOCK, ROWLOCK): a shared lock on its key held until the
 --   statement commits, a locking read of the latest committed row under READ COMMITTED and
 --   READ COMMITTED SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version).
@@ -41,7 +49,8 @@
 -- @P3 token (bigint), @P4 partition count (int), @P5 partition index (int), @P6 configured
 -- destinations (nvarchar, a JSON array of strings), @P7 those of them with a breaker
 -- (nvarchar, a JSON array; none for a breaker's probe), @P8 how many at most (bigint), @P9 the
--- dispatcher's max_body_bytes (bigint).
+-- dispatcher's max_body_bytes (bigint), @P10 each destination's room (nvarchar, a JSON array
+-- of integers in the order of @P6).
 -- Returns the claimed ops, their attempt number already counted: id bigint, op_id
 -- uniqueidentifier, resource nvarchar, fence bigint, destination varchar, idempotency_key
 -- varchar, method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar
@@ -53,6 +62,11 @@
 SET NOCOUNT ON;
 
 DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
+DECLARE @candidates TABLE (
+    id                  bigint            NOT NULL PRIMARY KEY,
+    destination         varchar(64)       COLLATE Latin1_General_100_BIN2 NOT NULL,
+    next_attempt_at     datetimeoffset(7) NOT NULL
+);
 DECLARE @claimed TABLE (
     id                  bigint            NOT NULL PRIMARY KEY,
     attempts            int               NOT NULL,
@@ -64,6 +78,50 @@ DECLARE @claimed TABLE (
 
 BEGIN TRANSACTION;
 
+-- The due ops in due order, locked to the commit (their update locks keep them ours).
+INSERT INTO @candidates (id, destination, next_attempt_at)
+SELECT TOP (@P8) o.id, o.destination, o.next_attempt_at
+FROM dbo.outbox_ops AS o WITH (READPAST, UPDLOCK, ROWLOCK)
+WHERE EXISTS (
+        SELECT 1
+        FROM dbo.outbox_leases AS l WITH (HOLDLOCK, ROWLOCK)
+        WHERE l.resource = @P1
+          AND l.owner_id = @P2
+          AND l.fence = @P3
+          AND l.expires_at > @now)
+  AND o.state = 'pending'
+  AND o.next_attempt_at <= @now
+  AND o.partition % @P4 = @P5
+  AND o.destination IN (
+        SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+        FROM OPENJSON(@P6) AS j)
+  AND NOT EXISTS (
+        SELECT 1
+        FROM dbo.outbox_destinations AS d WITH (NOLOCK)
+        WHERE d.destination COLLATE Latin1_General_100_BIN2 = o.destination
+          AND NOT EXISTS (
+                SELECT 1
+                FROM dbo.outbox_destinations AS f WITH (READCOMMITTEDLOCK, READPAST, ROWLOCK)
+                WHERE f.destination = d.destination
+                  AND f.paused_at IS NULL
+                  AND (f.state = 'closed'
+                       OR f.destination COLLATE Latin1_General_100_BIN2 NOT IN (
+                            SELECT CAST(k.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
+                            FROM OPENJSON(@P7) AS k))))
+  AND (o.order_key IS NULL OR NOT EXISTS (
+        SELECT 1
+        FROM dbo.outbox_ops AS x
+        WHERE x.order_key = o.order_key
+          AND DATALENGTH(x.order_key) = DATALENGTH(o.order_key)
+          AND x.state IN ('pending', 'in_flight')
+          AND (x.state = 'in_flight'
+               OR x.fence < o.fence
+               OR (x.fence = o.fence AND x.id < o.id))))
+  AND NOT (o.expire_with_generation = 1 AND o.fence < (
+        SELECT g.fence FROM dbo.outbox_leases AS g WHERE g.resource = o.resource))
+ORDER BY o.next_attempt_at, o.id;
+
+-- Of each destination, the first ones in due order, as many as its room.
 UPDATE dbo.outbox_ops WITH (READPAST, ROWLOCK)
 SET state = 'in_flight',
     claimed_by_fence = @P3,
@@ -79,43 +137,17 @@ OUTPUT inserted.id,
 INTO @claimed (id, attempts, claimed_at, last_attempt_trace, budget_attempt, retry_since)
 WHERE state = 'pending'
   AND id IN (
-    SELECT TOP (@P8) o.id
-    FROM dbo.outbox_ops AS o WITH (READPAST, UPDLOCK, ROWLOCK)
-    WHERE EXISTS (
-            SELECT 1
-            FROM dbo.outbox_leases AS l WITH (HOLDLOCK, ROWLOCK)
-            WHERE l.resource = @P1
-              AND l.owner_id = @P2
-              AND l.fence = @P3
-              AND l.expires_at > @now)
-      AND o.state = 'pending'
-      AND o.next_attempt_at <= @now
-      AND o.partition % @P4 = @P5
-      AND o.destination IN (
-            SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
-            FROM OPENJSON(@P6) AS j)
-      AND o.destination NOT IN (
-            SELECT d.destination COLLATE Latin1_General_100_BIN2
-            FROM dbo.outbox_destinations AS d
-            WHERE d.paused_at IS NOT NULL
-               OR (d.state <> 'closed'
-                   AND d.destination IN (
-                        SELECT CAST(k.value AS varchar(64)) COLLATE Latin1_General_100_BIN2
-                        FROM OPENJSON(@P7) AS k)))
-      AND (o.order_key IS NULL OR NOT EXISTS (
-            SELECT 1
-            FROM dbo.outbox_ops AS x
-            WHERE x.order_key = o.order_key
-              AND DATALENGTH(x.order_key) = DATALENGTH(o.order_key)
-              AND x.state IN ('pending', 'in_flight')
-              AND (x.state = 'in_flight'
-                   OR x.fence < o.fence
-                   OR (x.fence = o.fence AND x.id < o.id))))
-      AND NOT (o.expire_with_generation = 1 AND o.fence < (
-            SELECT g.fence FROM dbo.outbox_leases AS g WHERE g.resource = o.resource))
-    ORDER BY o.next_attempt_at, o.id
-);
-
+    SELECT r.id
+    FROM (
+        SELECT c.id,
+               c.destination,
+               ROW_NUMBER() OVER (PARTITION BY c.destination
+                                  ORDER BY c.next_attempt_at, c.id) AS nth
+        FROM @candidates AS c) AS r
+    INNER JOIN OPENJSON(@P6) AS n
+        ON CAST(n.value AS varchar(64)) COLLATE Latin1_General_100_BIN2 = r.destination
+    INNER JOIN OPENJSON(@P10) AS m ON m.[key] = n.[key]
+    WHERE r.nth <= CAST(m.value AS bigint));
 SELECT o.id,
        o.op_id,
        o.resource,

@@ -25,11 +25,12 @@ impl MsStore {
         &self,
         lease: &Lease,
         part: Partition,
-        destinations: &[String],
+        rooms: &[ClaimRoom],
         breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
+        let (destinations, room) = crate::dispatch::split_rooms(rooms);
         // Two autocommit statements, never one transaction: a dispatcher paused between
         // statements must not hold row locks a standby needs to take over.
         let superseded = self
@@ -42,10 +43,11 @@ impl MsStore {
         let rows = self
             .fetch_all(
                 with_partition_lease(OP_CLAIM_DUE, lease, part)
-                    .bind(json_list(destinations))
+                    .bind(json_list(&destinations))
                     .bind(json_list(breakers))
                     .bind(i64::from(limit))
-                    .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX)),
+                    .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
+                    .bind(json_list(&room)),
             )
             .await?;
         let decoded = rows

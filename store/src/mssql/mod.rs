@@ -29,7 +29,7 @@ use uuid::Uuid;
 use crate::StoreOptions;
 use crate::admin::{Change, Locked};
 use crate::dispatch::{
-    Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
+    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
 use crate::driver::Driver;
 use crate::enqueue::{self, FoundOp, LeaseSeen};

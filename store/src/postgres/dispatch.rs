@@ -22,11 +22,12 @@ impl PgStore {
         &self,
         lease: &Lease,
         part: Partition,
-        destinations: &[String],
+        rooms: &[ClaimRoom],
         breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
+        let (destinations, room) = crate::dispatch::split_rooms(rooms);
         // Two autocommit statements, never one transaction: a dispatcher paused between
         // statements must not hold row locks a standby needs to take over.
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
@@ -40,6 +41,7 @@ impl PgStore {
             .bind(part.count() as i32)
             .bind(part.index() as i32)
             .bind(destinations)
+            .bind(room)
             .bind(breakers)
             .bind(i64::from(limit))
             .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))

@@ -28,7 +28,7 @@ use crate::StoreOptions;
 use crate::admin::sqlx_admin::SqlxAdmin;
 use crate::admin::{Change, Locked};
 use crate::dispatch::{
-    Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
+    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
 };
 use crate::driver::Driver;
 use crate::enqueue::{self, FoundOp, LeaseSeen, check_lease};

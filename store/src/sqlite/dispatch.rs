@@ -20,12 +20,13 @@ impl SqliteStore {
         &self,
         lease: &Lease,
         part: Partition,
-        destinations: &[String],
+        rooms: &[ClaimRoom],
         breakers: &[String],
         limit: u32,
         max_body_bytes: usize,
     ) -> Result<Claimed, Error> {
-        let destinations = json_list(destinations);
+        let (destinations, room) = crate::dispatch::split_rooms(rooms);
+        let destinations = json_list(&destinations);
         let mut tx = self.begin().await?;
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
             .execute(&mut *tx)
@@ -42,6 +43,7 @@ impl SqliteStore {
             .bind(json_list(breakers))
             .bind(limit)
             .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
+            .bind(json_list(&room))
             .fetch_all(&mut *tx)
             .await
             .map_err(map_err)?;

@@ -1,0 +1,5 @@
+-- 0012_claim_room_per_destination: nothing to change in the schema on this backend. The claim
+-- (store/sql/mssql/op_claim_due.sql) now takes, of each destination it is asked for, at most
+-- that destination's room (what it can start now: free slots, rate budget), so nothing is
+-- claimed only to be given back (issue 34); on PostgreSQL that statement lives in a function,
+-- which this migration replaces.
