@@ -514,6 +514,110 @@ impl Drop for Reservation<'_> {
 mod tests {
     use super::*;
 
+    /// A dispatcher's shared state for `config_text` (its database a SQLite file in `dir`),
+    /// leading every partition.
+    async fn shared(dir: &tempfile::TempDir, config_text: &str) -> Shared {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n{config_text}",
+            dir.path().join("o.db").display()
+        );
+        let config = Config::load(Some(&text), &HashMap::new()).unwrap();
+        let store = outbox_store::Store::connect(config.database_url.expose(), Default::default())
+            .await
+            .unwrap();
+        Shared::new(
+            store,
+            config,
+            Arc::default(),
+            CancellationToken::new(),
+            uuid::Uuid::new_v4(),
+        )
+        .unwrap()
+    }
+
+    fn rooms(shared: &Shared) -> Vec<(String, u32)> {
+        let reserved = shared.reserve(|_| false);
+        reserved
+            .rooms()
+            .into_iter()
+            .map(|r| (r.destination, r.ops))
+            .collect()
+    }
+
+    /// Issue 34, item 4: with `dispatcher.max_in_flight = 16` and one destination of 64, the
+    /// threshold was half of 64 and could never be met while anything was in flight: the loop
+    /// sent in stop-and-wait batches. Half of what may be in flight at once is what counts.
+    #[tokio::test]
+    async fn the_global_limit_bounds_what_a_claim_waits_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(
+            &dir,
+            "[dispatcher]\npartitions = 1\nmax_in_flight = 16\n\
+             [destinations.a]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 64\n",
+        )
+        .await;
+        let _leading = shared.leading(Partition::new(0, 1).unwrap());
+        assert_eq!(rooms(&shared), [("a".to_owned(), 16)], "idle: all at once");
+        let mut running: Vec<Permits> = (0..16).filter_map(|_| shared.admit("a")).collect();
+        assert_eq!(running.len(), 16);
+        assert!(rooms(&shared).is_empty(), "nothing free");
+        running.truncate(9);
+        assert!(rooms(&shared).is_empty(), "7 free: less than half of 16");
+        running.truncate(8);
+        assert_eq!(rooms(&shared), [("a".to_owned(), 8)], "8 free of 16");
+    }
+
+    /// Issue 34, items 3 and 4: a slow destination with one slot free of 200 does not make an
+    /// idle one wait, and a claim's room is each destination's own, not their sum.
+    #[tokio::test]
+    async fn each_destination_is_worth_a_claim_on_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(
+            &dir,
+            "[dispatcher]\npartitions = 1\nmax_in_flight = 256\nclaim_batch = 128\n\
+             [destinations.a]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 200\n\
+             [destinations.b]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 32\n",
+        )
+        .await;
+        let _leading = shared.leading(Partition::new(0, 1).unwrap());
+        let running: Vec<Permits> = (0..199).filter_map(|_| shared.admit("a")).collect();
+        assert_eq!(running.len(), 199);
+        // a: one slot free of 200, not worth a claim yet; b idle: at once, its own 32 slots
+        // (and the 57 global slots left do not add up to anything more for it).
+        assert_eq!(rooms(&shared), [("b".to_owned(), 32)]);
+        // What a claim reserved is not reserved again by the next (another partition's loop).
+        let first = shared.reserve(|_| false);
+        assert_eq!(first.total(), 32);
+        assert!(rooms(&shared).is_empty(), "b's slots are the first claim's");
+        drop(first);
+        assert_eq!(rooms(&shared), [("b".to_owned(), 32)], "given back");
+    }
+
+    /// Issue 34, item 3: admission spent a rate-limit token even when no slot was free, so a
+    /// rate-limited destination was throttled further by attempts it never made.
+    #[tokio::test]
+    async fn no_budget_is_spent_without_a_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(
+            &dir,
+            "[dispatcher]\npartitions = 1\n\
+             [destinations.r]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 1\n\
+             rate_limit = \"2/h\"\n",
+        )
+        .await;
+        let _leading = shared.leading(Partition::new(0, 1).unwrap());
+        let first = shared.admit("r").expect("a slot and a token");
+        for _ in 0..5 {
+            assert!(shared.admit("r").is_none(), "no slot free");
+        }
+        drop(first);
+        assert!(
+            shared.admit("r").is_some(),
+            "the second token of the burst is still there"
+        );
+    }
+
     /// Issue 12, item 7: the largest values the config accepts build the daemon's shared
     /// state without panicking (before, a semaphore larger than tokio's limit, or a rate
     /// limit whose period rounded to zero, panicked here).
