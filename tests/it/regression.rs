@@ -343,7 +343,191 @@ impl Replay {
     }
 }
 
+/// `n` unordered ops to `destination`, keys `{destination}-{i}`, under one producer lease.
+async fn ops_to(outbox: &outbox_producer::Outbox, destination: &str, n: usize) {
+    let producer = lease(outbox, &format!("issue34:{destination}")).await;
+    for i in 0..n {
+        let op = Operation::post(destination, "/v1/x")
+            .idempotency_key(format!("{destination}-{i}"))
+            .unordered()
+            .build()
+            .unwrap();
+        outbox.enqueue(&producer, &op).await.unwrap();
+    }
+}
+
+/// The destinations and idempotency keys of `claimed`, sorted.
+fn keys(claimed: &outbox_store::Claimed) -> Vec<String> {
+    let mut keys: Vec<String> = claimed
+        .ops
+        .iter()
+        .map(|o| o.idempotency_key.as_str().to_owned())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// Issue 34, item 3: a claim takes no more of a destination's ops than its room (what it can
+/// start), the first ones in due order, and no more than its limit in all: of the first
+/// `limit` due ops of its destinations, the first of each destination up to its room. (The ops
+/// it looked at beyond a destination's room are left for the next claim, which the filled
+/// destination is then no part of.)
+async fn issue34_a_claim_takes_each_destination_s_room(db: TestDb) {
+    let store = db.store().await;
+    let outbox = db.outbox().await;
+    ops_to(&outbox, "a", 6).await;
+    ops_to(&outbox, "b", 3).await;
+    let one = Partition::new(0, 1).unwrap();
+    let held = partition_lease(&store, one, 1).await;
+    let rooms = [ClaimRoom::new("a", 2), ClaimRoom::new("b", 5)];
+    let claimed = store
+        .op_claim(&held, one, &rooms, &[], 7, 1 << 20)
+        .await
+        .unwrap();
+    // Due in enqueue order: the first 7 are a-0..a-5 and b-0.
+    assert_eq!(keys(&claimed), ["a-0", "a-1", "b-0"]);
+    let claimed = store
+        .op_claim(&held, one, &[ClaimRoom::new("b", 5)], &[], 5, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(keys(&claimed), ["b-1", "b-2"]);
+    // A limit in all below the rooms: the first ops due, whatever their destination.
+    let rooms = [ClaimRoom::new("a", 4), ClaimRoom::new("b", 4)];
+    let claimed = store
+        .op_claim(&held, one, &rooms, &[], 3, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(keys(&claimed), ["a-2", "a-3", "a-4"]);
+    // No room for a destination: none of its ops.
+    let claimed = store
+        .op_claim(&held, one, &[ClaimRoom::new("a", 0)], &[], 5, 1 << 20)
+        .await
+        .unwrap();
+    assert!(claimed.ops.is_empty(), "{:?}", keys(&claimed));
+}
+
+/// Issue 34, item 1: a claim never waits for a transaction that holds a destination's row
+/// (a breaker's change or an operator's pause stuck before its commit, as a dispatcher
+/// SIGSTOPped between `destination_write` and its commit leaves it). On SQL Server under
+/// locking READ COMMITTED (OUTBOX_MSSQL_RCSI=off) the claim's plain read of the holds waited
+/// there while holding the partition lease's shared lock, so every claim of every partition,
+/// and every takeover, stopped; now the row is passed over and its destination counts as held
+/// until the change commits. PostgreSQL reads the committed row without waiting; SQLite has one
+/// writer, and any transaction stuck in a write stops the others there (docs/scaling.md).
+async fn issue34_a_claim_never_waits_for_a_destination_s_writer(db: TestDb) {
+    if db.kind() == Kind::Sqlite {
+        eprintln!("SQLite: one writer; a stuck write transaction stops every other writer");
+        return;
+    }
+    let store = db.store().await;
+    let outbox = db.outbox().await;
+    ops_to(&outbox, "stuck", 2).await;
+    ops_to(&outbox, "free", 2).await;
+    let change = outbox_store::admin::Change {
+        actor: "ana".into(),
+        reason: "issue 34".into(),
+        force: false,
+        dry_run: false,
+    };
+    // The rows exist (as after any breaker write or pause); then one is held mid-write.
+    for name in ["stuck", "free"] {
+        store
+            .destination_set_paused(name, true, &change)
+            .await
+            .unwrap();
+        store
+            .destination_set_paused(name, false, &change)
+            .await
+            .unwrap();
+    }
+    let writer = DestinationWriter::begin(&db, "stuck").await;
+    let one = Partition::new(0, 1).unwrap();
+    let held = partition_lease(&store, one, 1).await;
+    let breakers = ["stuck".to_owned(), "free".to_owned()];
+    let rooms = [ClaimRoom::new("stuck", 5), ClaimRoom::new("free", 5)];
+    let claim = store.op_claim(&held, one, &rooms, &breakers, 10, 1 << 20);
+    let claimed = tokio::time::timeout(Duration::from_secs(10), claim)
+        .await
+        .expect("the claim waited for the destination's writer")
+        .unwrap();
+    let next_due = store.op_next_due(one, &breakers, &breakers);
+    tokio::time::timeout(Duration::from_secs(10), next_due)
+        .await
+        .expect("the next-due query waited for the destination's writer")
+        .expect("next due");
+    writer.rollback().await;
+    let got = keys(&claimed);
+    assert!(
+        got.starts_with(&["free-0".to_owned(), "free-1".to_owned()]),
+        "{got:?}"
+    );
+    if db.kind() == Kind::Mssql && !db.babelfish() {
+        // Locked: held until its change commits (Babelfish ignores READPAST and reads it).
+        assert_eq!(
+            got,
+            ["free-0", "free-1"],
+            "a locked destination counts as held"
+        );
+    }
+}
+
+/// An open transaction that has locked and changed a destination's row, as a breaker's write
+/// does (`destination_lock.sql`, `destination_write.sql`) before its commit.
+enum DestinationWriter {
+    Postgres(sqlx::PgConnection),
+    Mssql(Box<outbox_store::mssql::Client>),
+}
+
+impl DestinationWriter {
+    async fn begin(db: &TestDb, destination: &str) -> DestinationWriter {
+        use sqlx::Connection as _;
+        match db.kind() {
+            Kind::Postgres => {
+                let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
+                sqlx::query("BEGIN").execute(&mut c).await.unwrap();
+                sqlx::query(
+                    "UPDATE outbox_destinations SET state = 'open', opened_at = now() \
+                     WHERE destination = $1",
+                )
+                .bind(destination)
+                .execute(&mut c)
+                .await
+                .unwrap();
+                DestinationWriter::Postgres(c)
+            }
+            Kind::Mssql => {
+                let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
+                c.execute("BEGIN TRANSACTION", &[]).await.unwrap();
+                let rows = c
+                    .execute(
+                        "UPDATE dbo.outbox_destinations WITH (UPDLOCK, HOLDLOCK) \
+                         SET state = 'open', opened_at = SYSUTCDATETIME() WHERE destination = @P1",
+                        &[&destination],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(rows.total(), 1);
+                DestinationWriter::Mssql(Box::new(c))
+            }
+            Kind::Sqlite => unreachable!("SQLite has one writer"),
+        }
+    }
+
+    async fn rollback(self) {
+        match self {
+            DestinationWriter::Postgres(mut c) => {
+                sqlx::query("ROLLBACK").execute(&mut c).await.unwrap();
+            }
+            DestinationWriter::Mssql(mut c) => {
+                c.execute("ROLLBACK TRANSACTION", &[]).await.unwrap();
+            }
+        }
+    }
+}
+
 conformance!(
+    issue34_a_claim_takes_each_destination_s_room,
+    issue34_a_claim_never_waits_for_a_destination_s_writer,
     issue12_claims_match_their_partition_lease_not_only_its_token,
     issue12_a_lapsed_claim_of_another_partition_count_is_requeued,
     issue12_a_stale_dispatcher_cannot_give_back_its_claim,

@@ -17,6 +17,7 @@ pub mod wait;
 
 pub use cases::{EnqueueCase, enqueue_cases};
 pub use db::{AttemptRow, Kind, OpRow, TestDb, lease, split};
+pub use mssql::rcsi as mssql_rcsi;
 pub use process::signal;
 pub use receiver::{Answer, Received, Receiver, Reply};
 pub use rng::Rng;
