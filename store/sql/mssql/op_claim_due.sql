@@ -16,8 +16,9 @@
 --   instance from its commit, and a resume frees it from its commit.
 -- Two statements in one transaction (SQL Server's queue pattern, without an updatable CTE,
 -- which Babelfish for PostgreSQL does not run): a SELECT TOP ... ORDER BY keeps the due ops in
--- due order in a table variable, holding update locks on them to the commit, and one UPDATE
--- claims, of each destination, the first ones as many as its room (a window over those rows).
+-- due order in a table variable, holding update locks on them to the commit; of each
+-- destination the first ones, as many as its room, are chosen (a window over those rows), and
+-- one UPDATE claims them.
 -- The UPDATE reads WITH (READPAST, ROWLOCK) too, so whatever plan it gets it never waits for a
 -- row another transaction holds, and it checks `pending` again on the row it changes. Its
 -- OUTPUT keeps what the claim changed in a table variable, plain columns only (Babelfish runs
@@ -67,6 +68,7 @@ DECLARE @candidates TABLE (
     destination         varchar(64)       COLLATE Latin1_General_100_BIN2 NOT NULL,
     next_attempt_at     datetimeoffset(7) NOT NULL
 );
+DECLARE @chosen TABLE (id bigint NOT NULL PRIMARY KEY);
 DECLARE @claimed TABLE (
     id                  bigint            NOT NULL PRIMARY KEY,
     attempts            int               NOT NULL,
@@ -122,6 +124,19 @@ WHERE EXISTS (
 ORDER BY o.next_attempt_at, o.id;
 
 -- Of each destination, the first ones in due order, as many as its room.
+INSERT INTO @chosen (id)
+SELECT r.id
+FROM (
+    SELECT c.id,
+           c.destination,
+           ROW_NUMBER() OVER (PARTITION BY c.destination
+                              ORDER BY c.next_attempt_at, c.id) AS nth
+    FROM @candidates AS c) AS r
+INNER JOIN OPENJSON(@P6) AS n
+    ON CAST(n.value AS varchar(64)) COLLATE Latin1_General_100_BIN2 = r.destination
+INNER JOIN OPENJSON(@P10) AS m ON m.[key] = n.[key]
+WHERE r.nth <= CAST(m.value AS bigint);
+
 UPDATE dbo.outbox_ops WITH (READPAST, ROWLOCK)
 SET state = 'in_flight',
     claimed_by_fence = @P3,
@@ -136,18 +151,7 @@ OUTPUT inserted.id,
        inserted.retry_since
 INTO @claimed (id, attempts, claimed_at, last_attempt_trace, budget_attempt, retry_since)
 WHERE state = 'pending'
-  AND id IN (
-    SELECT r.id
-    FROM (
-        SELECT c.id,
-               c.destination,
-               ROW_NUMBER() OVER (PARTITION BY c.destination
-                                  ORDER BY c.next_attempt_at, c.id) AS nth
-        FROM @candidates AS c) AS r
-    INNER JOIN OPENJSON(@P6) AS n
-        ON CAST(n.value AS varchar(64)) COLLATE Latin1_General_100_BIN2 = r.destination
-    INNER JOIN OPENJSON(@P10) AS m ON m.[key] = n.[key]
-    WHERE r.nth <= CAST(m.value AS bigint));
+  AND id IN (SELECT id FROM @chosen);
 SELECT o.id,
        o.op_id,
        o.resource,
