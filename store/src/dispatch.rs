@@ -367,7 +367,7 @@ pub(crate) fn parse_headers(
     })
 }
 
-/// Runs `watch` (a wake-up source: PostgreSQL's LISTEN, SQLite's data_version) on a task until
+/// Runs `watch` (a wake-up source: PostgreSQL's LISTEN, SQLite's WAL index) on a task until
 /// the task is aborted, again after each end, with a backoff from 100 ms to 5 s that starts
 /// over after a clean end; an error is logged as `what` interrupted.
 pub(crate) fn keep_watching<F, Fut, E>(

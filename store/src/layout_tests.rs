@@ -48,6 +48,16 @@ const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
         "see op_complete_batch_if_claimed.sql",
     ),
     (
+        "sqlite",
+        "data_version_read.sql",
+        "SQLite has no notifications: its dispatcher watches for other connections' commits (PostgreSQL LISTENs, SQL Server polls)",
+    ),
+    (
+        "sqlite",
+        "database_file_read.sql",
+        "see data_version_read.sql: the watcher reads the WAL index beside the database file",
+    ),
+    (
         "postgres",
         "op_insert_new_if_lease_held.sql",
         "PostgreSQL's speculative insertion costs every row; SQLite's ON CONFLICT costs nothing extra",

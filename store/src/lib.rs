@@ -485,7 +485,7 @@ impl Store {
     /// Keeps calling `wake` whenever an op is enqueued, until the returned task is aborted:
     /// PostgreSQL LISTENs on the channel the enqueue notifies (reconnecting after errors, and
     /// waking once after each reconnect in case something was missed). SQLite, which has no
-    /// notifications, watches `PRAGMA data_version` every few milliseconds: any other
+    /// notifications, looks at its WAL index's header every few milliseconds: any other
     /// connection's commit wakes it. SQL Server, and PostgreSQL through a connection pooler in
     /// transaction mode, return `None`: poll instead.
     pub fn listen_for_enqueues(

@@ -1,5 +1,5 @@
-//! The dispatcher's statements on SQLite: claim, complete, give back, wake-ups, counts and
-//! retention; and the rows a claim returns, read without trusting them (G9, G11).
+//! The dispatcher's statements on SQLite: claim, complete, give back, the wake-up flag,
+//! counts and retention; and the rows a claim returns, read without trusting them (G9, G11).
 
 use super::*;
 
@@ -152,44 +152,6 @@ impl SqliteStore {
         rows.iter()
             .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
             .collect()
-    }
-    /// Wakes `wake` within a few milliseconds of any other connection's commit (an enqueue by
-    /// another process, above all): SQLite has no notifications, but `PRAGMA data_version`
-    /// on a connection of its own changes whenever another connection committed, and reading
-    /// it costs a look at the WAL index, not the disk. Reconnects with backoff on errors.
-    pub(crate) fn listen_for_enqueues(
-        &self,
-        wake: std::sync::Arc<tokio::sync::Notify>,
-    ) -> tokio::task::JoinHandle<()> {
-        let options = self.pool.connect_options();
-        crate::dispatch::keep_watching("watching the database for commits", move || {
-            let (options, wake) = (options.clone(), wake.clone());
-            async move { watch_data_version(&options, &wake).await }
-        })
-    }
-}
-
-/// How often the watching connection reads `PRAGMA data_version`.
-const DATA_VERSION_EVERY: std::time::Duration = std::time::Duration::from_millis(4);
-
-/// Reads `PRAGMA data_version` every [`DATA_VERSION_EVERY`] on a connection of its own and
-/// notifies `wake` each time it changed; returns only on an error.
-async fn watch_data_version(
-    options: &SqliteConnectOptions,
-    wake: &tokio::sync::Notify,
-) -> Result<(), sqlx::Error> {
-    const READ: &str = "PRAGMA data_version";
-    let mut c = SqliteConnection::connect_with(options).await?;
-    let mut seen: i64 = sqlx::query_scalar(READ).fetch_one(&mut c).await?;
-    let mut tick = tokio::time::interval(DATA_VERSION_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let now: i64 = sqlx::query_scalar(READ).fetch_one(&mut c).await?;
-        if now != seen {
-            seen = now;
-            wake.notify_one();
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! in `BEGIN IMMEDIATE` transactions. Lease time is SQLite's `'now'` inside the SQL (G2).
 //! This file holds the connection, the enqueue strategy, rejections, row reading and error
 //! mapping; `lease.rs`, `dispatch.rs`, `driver.rs` (the statements of the flows) and
-//! `admin.rs` the other statements.
+//! `admin.rs` the other statements; `wakeup.rs` how an idle dispatcher notices commits.
 
 mod admin;
 mod dispatch;
@@ -13,6 +13,7 @@ mod health;
 mod lease;
 mod membership;
 mod partitioning;
+mod wakeup;
 
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
