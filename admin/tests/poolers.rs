@@ -9,8 +9,14 @@
 use outbox_tests::TestDb;
 use outbox_tests::pgbouncer::{PgBouncer, PoolMode};
 
-/// Runs `outboxctl` with `args` against `url`; its output, or a failure with PgBouncer's log.
+/// Runs `outboxctl` with `args` against `url`; what it printed on stdout (for scripts, JSON
+/// with `--json`), or a failure with everything it said and PgBouncer's log.
 async fn ctl(url: &str, args: &[&str], pgbouncer: &PgBouncer) -> String {
+    ctl_said(url, args, pgbouncer).await.0
+}
+
+/// As [`ctl`]: stdout, and stderr (its log) apart.
+async fn ctl_said(url: &str, args: &[&str], pgbouncer: &PgBouncer) -> (String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
         .arg("--database-url")
         .arg(url)
@@ -18,17 +24,16 @@ async fn ctl(url: &str, args: &[&str], pgbouncer: &PgBouncer) -> String {
         .output()
         .await
         .expect("run outboxctl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     assert!(
         out.status.success(),
-        "outboxctl {args:?}: {text}\nPgBouncer's log:\n{}",
+        "outboxctl {args:?}: {stdout}{stderr}\nPgBouncer's log:\n{}",
         pgbouncer.log()
     );
-    text
+    (stdout, stderr)
 }
 
 /// `outboxctl` commands one after another through the pooler, each a new process whose
@@ -39,7 +44,10 @@ async fn outboxctl_commands_run_one_after_another_through(mode: PoolMode) {
     let pgbouncer =
         PgBouncer::start(db.url(), mode).unwrap_or_else(|e| panic!("cannot start PgBouncer: {e}"));
     let url = pgbouncer.in_front_of(db.url());
-    ctl(&url, &["migrate"], &pgbouncer).await;
+    let (_, said) = ctl_said(&url, &["migrate"], &pgbouncer).await;
+    // What the probe decided, and why, at warn (issue 34); nothing in session mode.
+    let decided = said.contains("WARN") && said.contains("connection pooler in transaction mode (");
+    assert_eq!(decided, mode == PoolMode::Transaction, "{mode:?}: {said}");
     ctl(&url, &["status"], &pgbouncer).await;
     let lease = ctl(
         &url,

@@ -73,6 +73,9 @@ impl Target {
         };
         // A URL that names no server is refused now, not after the other backends ran.
         mssql_with_database(url, "outbox_bench")?;
+        // Allowed on Babelfish, which `connect` refuses otherwise: a benchmark is a test, and
+        // the rows say where they ran.
+        let url = &outbox_tests::babelfish::allowed_for_tests(url);
         let mut c = outbox_store::mssql::connect(url)
             .await
             .context("connect to SQL Server (--mssql-url)")?;
@@ -157,11 +160,8 @@ impl Target {
                         .with_context(|| format!("create the database {name}"))?;
                 }
                 c.close().await.ok();
-                let mut url = mssql_with_database(admin_url, &name)?;
-                if *babelfish {
-                    // The store refuses Babelfish otherwise: a benchmark is a test.
-                    url = outbox_tests::babelfish::allowed_for_tests(&url);
-                }
+                // With the admin URL's AllowBabelfishForTests=true (see `mssql`).
+                let url = mssql_with_database(admin_url, &name)?;
                 Db { url, _dir: None }
             }
         };

@@ -2,11 +2,12 @@
 //! and the recent holds, re-read from the database every `poll_interval` (at most every
 //! second) and updated at once by the changes this process makes. The view is a cache: it
 //! decides when a partition loop tries a probe and how much of an op's age was spent while its
-//! destination was held, and it sets `outbox_destination_state`. Whether a destination's ops
-//! may be claimed is not its to say: the claim reads the pause and the breaker's state from the
-//! database in the same statement (issue 28), so a pause or an opening holds every instance
-//! from its commit, whatever their views; the view only gives back a claimed op whose
-//! destination this process held after the claim read it (`held_after`).
+//! destination was held, and it sets `outbox_destination_state` (`unknown` until the first
+//! read). Whether a destination's ops may be claimed is not its to say: the claim reads the
+//! pause and the breaker's state from the database in the same statement (issue 28), so a pause
+//! or an opening holds every instance from its commit, whatever their views; the view only
+//! gives back a claimed op whose destination this process held after the claim read it
+//! (`held_after`).
 //!
 //! A breaker's count is shared by every instance through the database: each instance records
 //! its attempts' outcomes there (only failures, and a healthy answer while failures are
@@ -124,7 +125,7 @@ impl Health {
             .get(&t.destination)
             .is_none_or(|mine| mine.changed_at <= t.health.changed_at);
         if newer {
-            set_state_gauge(&t.destination, t.to);
+            m::show_destination_state(&t.destination, t.to);
             if t.health.paused.is_some() || t.health.state != health::BreakerState::Closed {
                 view.holds_applied += 1;
                 let at = view.holds_applied;
@@ -147,11 +148,14 @@ impl Health {
     /// for the others only a pause is shown (a row left open from before is not in force). A
     /// row this process changed after the read began is kept: a slow read never takes the
     /// view back to a state the database has left (a destination just opened seen closed).
-    /// True when a destination the view had held is held no more.
+    /// A `configured` destination without a row was never held: closed, now that it is known
+    /// (until the first read its state is `unknown`, issue 34). True when a destination the
+    /// view had held is held no more.
     fn replace(
         &self,
         rows: Vec<DestinationHealth>,
         holds: Vec<(String, Hold)>,
+        configured: &[String],
         breaker_on: impl Fn(&str) -> bool,
     ) -> bool {
         let mut view = self.lock();
@@ -178,7 +182,10 @@ impl Health {
                 (false, false) => "closed",
                 _ => h.shown_state(),
             };
-            set_state_gauge(&h.destination, shown);
+            m::show_destination_state(&h.destination, shown);
+        }
+        for name in configured.iter().filter(|name| !rows.contains_key(*name)) {
+            m::show_destination_state(name, "closed");
         }
         view.rows = rows;
         view.holds.clear();
@@ -193,15 +200,6 @@ impl Health {
     fn lock(&self) -> std::sync::MutexGuard<'_, View> {
         // A panic while holding it leaves a consistent map: take it back.
         self.view.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Sets `outbox_destination_state` of `destination` to `state`.
-fn set_state_gauge(destination: &str, state: &str) {
-    for s in m::DESTINATION_STATES {
-        let v = if s == state { 1.0 } else { 0.0 };
-        metrics::gauge!(m::DESTINATION_STATE, "destination" => destination.to_owned(), "state" => s)
-            .set(v);
     }
 }
 
@@ -289,13 +287,16 @@ pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
         };
         match read.await {
             Ok((rows, holds)) => {
-                let released = shared.health.replace(rows, holds, |name| {
+                let released =
                     shared
-                        .config
-                        .destinations
-                        .get(name)
-                        .is_some_and(|d| d.breaker.is_some())
-                });
+                        .health
+                        .replace(rows, holds, shared.destination_names(), |name| {
+                            shared
+                                .config
+                                .destinations
+                                .get(name)
+                                .is_some_and(|d| d.breaker.is_some())
+                        });
                 if released {
                     // Another instance or an operator ended a hold: its ops may be due.
                     shared.new_work();
@@ -375,5 +376,32 @@ mod tests {
             assert_eq!(got, failed, "{result:?}");
         }
         assert!(d.breaker.is_some(), "on by default");
+    }
+
+    /// Issue 34, item 8: a read without a row for a configured destination knows it closed
+    /// (rows are written at its first change), where it showed `unknown` until then.
+    #[test]
+    fn a_read_shows_a_configured_destination_without_a_row_closed() {
+        let handle = m::handle();
+        let name = "issue34-no-row".to_owned();
+        m::register(std::slice::from_ref(&name), 1);
+        let series = |state: &str| {
+            format!("outbox_destination_state{{destination=\"{name}\",state=\"{state}\"}}")
+        };
+        assert!(
+            handle
+                .render()
+                .contains(&format!("{} 1", series("unknown")))
+        );
+        Health::default().replace(Vec::new(), Vec::new(), std::slice::from_ref(&name), |_| {
+            true
+        });
+        let page = handle.render();
+        for (state, value) in [("closed", 1), ("open", 0), ("paused", 0), ("unknown", 0)] {
+            assert!(
+                page.contains(&format!("{} {value}", series(state))),
+                "{page}"
+            );
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Every metric name in one place, and the Prometheus recorder. Names use the `outbox_` prefix
 //! and base units; counters end in `_total`.
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -61,13 +62,18 @@ pub const REJECTIONS_LAST_HOUR: &str = "outbox_enqueue_rejections_last_hour";
 pub const TRACE_SPANS_DROPPED: &str = "outbox_trace_spans_dropped_total";
 
 /// 1 for a destination's current state (closed, open, half_open, paused), 0 for the others,
-/// as every dispatcher reads it from the database.
+/// as every dispatcher reads it from the database; until this process has read it (it started
+/// during a database outage), `unknown` is 1 and no other state is published (issue 34): a
+/// guessed `closed` would clear the alerts of a destination that is open or paused.
 pub const DESTINATION_STATE: &str = "outbox_destination_state";
 /// State changes of destinations this process made (breaker opened, probed, closed), by
 /// destination and new state; pauses and resumes are in the admin log.
 pub const DESTINATION_TRANSITIONS: &str = "outbox_destination_transitions_total";
-/// Every state `DESTINATION_STATE` is labelled with.
+/// Every state `DESTINATION_STATE` is labelled with once it was read (and every state
+/// `DESTINATION_TRANSITIONS` counts).
 pub const DESTINATION_STATES: [&str; 4] = ["closed", "open", "half_open", "paused"];
+/// The `DESTINATION_STATE` label of a destination whose state this process has not read yet.
+pub const UNKNOWN_STATE: &str = "unknown";
 
 /// The database calls whose failures [`DB_ERRORS`] counts, by the `operation` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,7 +245,7 @@ const HELP: &[(&str, Kind, &str)] = &[
     (
         DESTINATION_STATE,
         Kind::Gauge,
-        "1 for each destination's current state (closed, open, half_open, paused), 0 for the others.",
+        "1 for each destination's current state (closed, open, half_open, paused), 0 for the others; only unknown = 1 until this process has read it from the database.",
     ),
     (
         DESTINATION_TRANSITIONS,
@@ -286,10 +292,11 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
             let _ = metrics::histogram!(name, "destination" => d.clone());
         }
         metrics::gauge!(IN_FLIGHT, "destination" => d.clone()).increment(0.0);
+        if !shown_states().contains(d) {
+            metrics::gauge!(DESTINATION_STATE, "destination" => d.clone(), "state" => UNKNOWN_STATE)
+                .set(1.0);
+        }
         for state in DESTINATION_STATES {
-            let closed = if state == "closed" { 1.0 } else { 0.0 };
-            metrics::gauge!(DESTINATION_STATE, "destination" => d.clone(), "state" => state)
-                .set(closed);
             metrics::counter!(DESTINATION_TRANSITIONS, "destination" => d.clone(), "to" => state)
                 .increment(0);
         }
@@ -325,6 +332,29 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
     for call in DbCall::ALL {
         metrics::counter!(DB_ERRORS, "operation" => call.as_str()).increment(0);
     }
+}
+
+/// Publishes `state` (one of [`DESTINATION_STATES`]) as `destination`'s, read from the
+/// database or changed by this process: 1 for it, 0 for the other states and for `unknown`.
+pub(crate) fn show_destination_state(destination: &str, state: &str) {
+    let mut shown = shown_states();
+    for s in DESTINATION_STATES {
+        let v = if s == state { 1.0 } else { 0.0 };
+        metrics::gauge!(DESTINATION_STATE, "destination" => destination.to_owned(), "state" => s)
+            .set(v);
+    }
+    metrics::gauge!(DESTINATION_STATE, "destination" => destination.to_owned(), "state" => UNKNOWN_STATE)
+        .set(0.0);
+    shown.insert(destination.to_owned());
+}
+
+/// The destinations whose state this process has published: [`register`] (again after a
+/// partition count change) shows the others as `unknown`, never a state it read as unknown.
+fn shown_states() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    static SHOWN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let shown = SHOWN.get_or_init(Mutex::default);
+    // A panic while holding it leaves a consistent set: take it back.
+    shown.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The histograms' bucket bounds, in seconds: attempts take milliseconds to a timeout,
@@ -385,5 +415,35 @@ mod tests {
         ] {
             assert!(page.contains(series), "{series} in\n{page}");
         }
+    }
+
+    /// The states `destination` is shown in (its `outbox_destination_state` series at 1).
+    fn shown(page: &str, destination: &str) -> Vec<String> {
+        let prefix = format!("{DESTINATION_STATE}{{destination=\"{destination}\",state=\"");
+        page.lines()
+            .filter_map(|l| l.strip_prefix(&prefix)?.split_once("\"} "))
+            .filter(|(_, v)| *v == "1")
+            .map(|(state, _)| state.to_owned())
+            .collect()
+    }
+
+    /// Issue 34, item 8: a destination whose state this process has not read is shown as
+    /// `unknown` only (it was `closed`, which cleared open-breaker alerts); once its state is
+    /// shown, registering again (a partition count change) does not take it back to unknown.
+    #[test]
+    fn a_destination_state_is_unknown_until_it_was_read() {
+        let handle = handle();
+        register(&["issue34-unread".to_owned()], 1);
+        assert_eq!(shown(&handle.render(), "issue34-unread"), ["unknown"]);
+        show_destination_state("issue34-unread", "open");
+        register(&["issue34-unread".to_owned()], 1);
+        let page = handle.render();
+        assert_eq!(shown(&page, "issue34-unread"), ["open"], "{page}");
+        assert!(
+            page.contains(
+                "outbox_destination_state{destination=\"issue34-unread\",state=\"unknown\"} 0"
+            ),
+            "{page}"
+        );
     }
 }

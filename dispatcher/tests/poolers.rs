@@ -225,3 +225,29 @@ async fn through_pgbouncer_an_idle_dispatcher_wakes_by_its_direct_listen_url() {
     );
     dispatcher.stop();
 }
+
+/// Issue 34, item 5: the probe decides on certain evidence only, and a real PgBouncer gives it:
+/// in transaction mode it is found at connect (no LISTEN, not even one waiting for a later
+/// probe), in session mode the server is found direct (LISTEN at once). A probe that could not
+/// tell would return a LISTEN task that waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_finds_pgbouncer_for_certain_in_both_modes() {
+    let db = TestDb::postgres().await;
+    for (mode, listens) in [(PoolMode::Transaction, false), (PoolMode::Session, true)] {
+        let pgbouncer = bouncer(&db, mode);
+        let store = Store::connect(&pgbouncer.in_front_of(db.url()), TestDb::options())
+            .await
+            .unwrap();
+        let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+        let listener = store.listen_for_enqueues(wake.clone());
+        assert_eq!(listener.is_some(), listens, "{mode:?}");
+        if let Some(listener) = listener {
+            // A LISTEN that started wakes once at once.
+            tokio::time::timeout(Duration::from_secs(10), wake.notified())
+                .await
+                .unwrap_or_else(|_| panic!("{mode:?}: the LISTEN did not start"));
+            listener.abort();
+        }
+        store.close().await;
+    }
+}

@@ -1496,3 +1496,70 @@ async fn metrics_are_whole_from_the_first_answer_while_the_database_is_unreachab
     }
     drop(dispatcher);
 }
+
+/// `outbox_destination_state`'s lines of `destination` on a /metrics page that are 1: the
+/// states it publishes as current.
+fn states_shown(page: &str, destination: &str) -> Vec<String> {
+    let prefix = format!("outbox_destination_state{{destination=\"{destination}\",state=\"");
+    page.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| l.split_once("\"} "))
+        .filter(|(_, value)| value.trim() == "1")
+        .map(|(state, _)| state.to_owned())
+        .collect()
+}
+
+/// Issue 34, item 8: a dispatcher that starts while its database is down cannot know a
+/// destination's state, and says `unknown` until it has read it; it once said `closed`, which
+/// cleared the alerts of a destination that was paused or open. Once the database answers, the
+/// state read (paused here) replaces `unknown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue34_a_destination_state_is_unknown_until_the_database_was_read() {
+    let Some(db) = TestDb::postgres_own_cluster().await else {
+        return;
+    };
+    let store = db.store().await;
+    let change = outbox_store::admin::Change {
+        actor: "issue34".to_owned(),
+        reason: "paused before the outage".to_owned(),
+        force: false,
+        dry_run: false,
+    };
+    store
+        .destination_set_paused("statements", true, &change)
+        .await
+        .unwrap();
+    store.close().await;
+    db.stop_server();
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::start(&db, &receiver, "200ms");
+    let first = wait_for(Duration::from_secs(20), "/metrics answers", || async {
+        reqwest::get(&dispatcher.metrics)
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(states_shown(&first, "statements"), ["unknown"], "{first}");
+    // Several of its health reads fail meanwhile (every 200 ms): still unknown, nothing else.
+    let outage_ends = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < outage_ends {
+        let page = dispatcher.metrics_text().await;
+        assert_eq!(states_shown(&page, "statements"), ["unknown"], "{page}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    db.start_server();
+    wait_until(
+        Duration::from_secs(60),
+        "the paused state is read and shown",
+        || async { states_shown(&dispatcher.metrics_text().await, "statements") == ["paused"] },
+    )
+    .await;
+    let page = dispatcher.metrics_text().await;
+    assert!(
+        page.contains("outbox_destination_state{destination=\"statements\",state=\"unknown\"} 0"),
+        "{page}"
+    );
+}

@@ -370,26 +370,31 @@ pub(crate) fn parse_headers(
 /// Runs `watch` (a wake-up source: PostgreSQL's LISTEN, SQLite's WAL index) on a task until
 /// the task is aborted, again after each end, with a backoff from 100 ms to 5 s that starts
 /// over after a clean end; an error is logged as `what` interrupted.
-pub(crate) fn keep_watching<F, Fut, E>(
-    what: &'static str,
-    mut watch: F,
-) -> tokio::task::JoinHandle<()>
+pub(crate) fn keep_watching<F, Fut, E>(what: &'static str, watch: F) -> tokio::task::JoinHandle<()>
 where
     F: FnMut() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<(), E>> + Send,
+    Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + 'static,
+{
+    tokio::spawn(watch_forever(what, watch))
+}
+
+/// [`keep_watching`]'s loop, for a task that has something to wait for first.
+pub(crate) async fn watch_forever<F, Fut, E>(what: &'static str, mut watch: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
-    tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match watch().await {
-                Ok(()) => backoff = Duration::from_millis(100),
-                Err(e) => tracing::warn!(error = %e, "{what} interrupted; reconnecting"),
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match watch().await {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(e) => tracing::warn!(error = %e, "{what} interrupted; reconnecting"),
         }
-    })
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
 }
 
 #[cfg(test)]

@@ -487,7 +487,9 @@ impl Store {
     /// waking once after each reconnect in case something was missed). SQLite, which has no
     /// notifications, looks at its WAL index's header every few milliseconds: any other
     /// connection's commit wakes it. SQL Server, and PostgreSQL through a connection pooler in
-    /// transaction mode, return `None`: poll instead.
+    /// transaction mode, return `None`: poll instead. PostgreSQL whose probe could not tell
+    /// yet whether a pooler is in between returns a task that LISTENs once a later probe finds
+    /// the server direct, and ends if it finds a pooler: poll meanwhile.
     pub fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,

@@ -13,6 +13,7 @@ mod lease_model;
 mod membership;
 mod migrations;
 mod partition_count;
+mod pooler_probe;
 mod regression;
 mod server_product;
 mod sql_api;

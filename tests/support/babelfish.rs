@@ -3,12 +3,20 @@
 //! returns there; on SQL Server it runs in full. Each text says what Babelfish does instead.
 //! Also the URL setting with which tests and benchmarks open a store there.
 
-/// `url` with `AllowBabelfishForTests=true` added, without which the store refuses Babelfish:
-/// for the test harness and the benchmark only.
+/// `url` with `AllowBabelfishForTests=true` (added, or in place of its own value), without
+/// which the store and `outbox_store::mssql::connect` refuse Babelfish: for the test harness
+/// and the benchmark only. On SQL Server it changes nothing.
 pub fn allowed_for_tests(url: &str) -> String {
     let mut parsed = url::Url::parse(url).expect("a URL the harness or the benchmark built");
+    let kept: Vec<(String, String)> = parsed
+        .query_pairs()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("AllowBabelfishForTests"))
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
     parsed
         .query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
         .append_pair("AllowBabelfishForTests", "true");
     parsed.into()
 }

@@ -13,6 +13,7 @@ pub mod pgbouncer;
 pub mod process;
 pub mod receiver;
 pub mod rng;
+pub mod slow_link;
 pub mod wait;
 
 pub use cases::{EnqueueCase, enqueue_cases};

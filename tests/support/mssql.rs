@@ -26,9 +26,11 @@ pub(crate) fn with_database(url: &str, database: &str) -> String {
     parsed.into()
 }
 
-/// One connection to `url`; panics with the driver's reason (never the URL).
+/// One connection to `url`; panics with the driver's reason (never the URL). The harness's
+/// own connections ask which server answers before anything knows, so they may reach
+/// Babelfish, which `outbox_store::mssql::connect` refuses without the test-only setting.
 pub(crate) async fn connect(url: &str) -> Client {
-    outbox_store::mssql::connect(url)
+    outbox_store::mssql::connect(&crate::babelfish::allowed_for_tests(url))
         .await
         .unwrap_or_else(|e| panic!("cannot connect to SQL Server for the tests: {e}"))
 }
@@ -193,7 +195,8 @@ async fn drop_existing(c: &mut Client, name: &str, server: &ServerProduct) -> bo
 /// Drops database `name` on the server of `admin_url`, whoever is still connected to it.
 pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Option<()> {
     let server = server(admin_url).await;
-    let mut c = outbox_store::mssql::connect(admin_url).await.ok()?;
+    let allowed = crate::babelfish::allowed_for_tests(admin_url);
+    let mut c = outbox_store::mssql::connect(&allowed).await.ok()?;
     // A process of the test (a dispatcher's pool) may reconnect between the ALTER and the
     // DROP and take the single slot: try a few times.
     for attempt in 0..5u64 {

@@ -55,10 +55,25 @@ const SERVER_PRODUCT: &str = include_str!("../../sql/mssql/server_product.sql");
 
 /// Opens one connection to the SQL Server database `url` names, with the session options the
 /// outbox runs with (`XACT_ABORT ON` among them): for a caller's own transactions that enqueue
-/// with `Store::op_enqueue_in`, and for tools. The URL is never echoed in errors.
+/// with `Store::op_enqueue_in`, and for tools. Like a store, it refuses Babelfish for
+/// PostgreSQL, where the fenced enqueue's lease check takes no lock (G4), unless the URL
+/// allows it for tests, and then it warns at every connect (issue 34). The URL is never
+/// echoed in errors.
 pub async fn connect(url: &str) -> Result<Client, Error> {
     let url = MssqlUrl::parse(url, &StoreOptions::default().application_name)?;
-    pool::open(&url).await.map_err(map_err)
+    open_checked(&url).await
+}
+
+/// Opens one connection and asks which server answers: Babelfish is refused unless `url`
+/// allows it for tests, and allowed, it is said at warn on every connect, since the fence
+/// does not hold there. The store's first connection and a caller's own go through here.
+async fn open_checked(url: &MssqlUrl) -> Result<Client, Error> {
+    let mut client = pool::open(url).await.map_err(map_err)?;
+    let server = server_product(&mut client).await?;
+    if let Some(warning) = judge(&server, url.allow_babelfish)? {
+        tracing::warn!(server = %server.version, "{warning}");
+    }
+    Ok(client)
 }
 
 /// A connection pool to one SQL Server database.
@@ -73,12 +88,8 @@ impl MsStore {
         // One direct connection first: a pool retries failed connects until its timeout and
         // then reports only that it timed out; this reports the real cause at once. It also
         // asks which server answers.
-        let mut first = pool::open(&url).await.map_err(map_err)?;
-        let server = server_product(&mut first).await?;
+        let first = open_checked(&url).await?;
         first.close().await.map_err(map_err)?;
-        if server.babelfish && !url.allow_babelfish {
-            return Err(babelfish_refused().into());
-        }
         let pool = bb8::Pool::builder()
             .max_size(options.max_connections.max(1))
             .connection_timeout(
@@ -246,6 +257,26 @@ pub async fn server_product(c: &mut Client) -> Result<ServerProduct, Error> {
     })
 }
 
+/// What to do on the server `server` says it is: go on (`None`), go on saying why the fence
+/// does not hold there (Babelfish, allowed for tests by `allow_babelfish`), or refuse
+/// (Babelfish otherwise).
+fn judge(
+    server: &ServerProduct,
+    allow_babelfish: bool,
+) -> Result<Option<&'static str>, InvalidInput> {
+    match (server.babelfish, allow_babelfish) {
+        (false, _) => Ok(None),
+        (true, true) => Ok(Some(BABELFISH_ALLOWED)),
+        (true, false) => Err(babelfish_refused()),
+    }
+}
+
+/// What every connect to Babelfish allowed for tests says: the promise it breaks.
+const BABELFISH_ALLOWED: &str = "connected to Babelfish for PostgreSQL because the URL says \
+AllowBabelfishForTests=true: it ignores locking hints (UPDLOCK, HOLDLOCK, READPAST take no \
+lock), so the fence does not hold here (a stale owner's enqueue can be accepted during a \
+takeover, G4; a stale dispatcher can claim, G9). For tests only, never for data that matters";
+
 /// Why a store is not opened on Babelfish: the fence needs the locks its hints ask for.
 fn babelfish_refused() -> InvalidInput {
     InvalidInput::new(
@@ -298,4 +329,40 @@ pub(crate) fn rejection_row(r: &tiberius::Row) -> Result<RejectionRow, Error> {
         reason: r.col("reason")?,
         rejected_at: r.col("rejected_at")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn product(version: &str) -> ServerProduct {
+        ServerProduct {
+            babelfish: version.contains("Babelfish"),
+            version: version.to_owned(),
+        }
+    }
+
+    /// Issue 34, item 6: SQL Server goes on in silence; Babelfish is refused, and allowed for
+    /// tests it goes on with a warning that the fence does not hold (it once went on
+    /// silently). `connect` and the store's first connection both decide here.
+    #[test]
+    fn babelfish_is_refused_or_allowed_for_tests_with_a_warning() {
+        let sql_server = product("Microsoft SQL Server 2022 (RTM) - 16.0.1000.6 (X64)");
+        let babelfish =
+            product("Babelfish for PostgreSQL with SQL Server Compatibility - 12.0.2000.8");
+        for allowed in [false, true] {
+            assert_eq!(judge(&sql_server, allowed), Ok(None));
+        }
+        let refused = judge(&babelfish, false).unwrap_err();
+        assert_eq!(refused.field, "database_url");
+        for says in ["Babelfish", "locking hints", "AllowBabelfishForTests=true"] {
+            assert!(refused.reason.contains(says), "{refused}");
+        }
+        let warning = judge(&babelfish, true)
+            .unwrap()
+            .expect("allowed for tests, with a warning");
+        for says in ["Babelfish", "fence does not hold", "G4", "For tests only"] {
+            assert!(warning.contains(says), "{warning}");
+        }
+    }
 }

@@ -53,6 +53,6 @@ impl SqlxAdmin for PgStore {
     }
 
     fn pooled(&self) -> bool {
-        self.pooled
+        PgStore::pooled(self)
     }
 }

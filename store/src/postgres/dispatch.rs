@@ -192,31 +192,58 @@ impl PgStore {
 
     /// LISTENs for enqueues, on the direct LISTEN URL when there is one. Through a transaction
     /// pooler without one, `None`: a LISTEN there would hold whichever server connection it
-    /// ran on and hear nothing of the next one, so the dispatcher polls.
+    /// ran on and hear nothing of the next one, so the dispatcher polls. While the probe cannot
+    /// tell yet (`probe.rs`), the task waits for it to, and LISTENs once it knows the server
+    /// is reached directly (issue 34); until then, and for good through a pooler, the
+    /// dispatcher polls.
     pub(crate) fn listen_for_enqueues(
         &self,
         wake: std::sync::Arc<tokio::sync::Notify>,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let pool = match (&self.listen, self.pooled) {
-            (Some(direct), _) => direct.clone(),
-            (None, false) => self.pool.clone(),
-            (None, true) => {
-                tracing::warn!(
-                    "no enqueue notifications through a connection pooler in transaction mode \
-                     (LISTEN needs a session of its own, and database.listen_url is not set): \
-                     the dispatcher looks for due ops every dispatcher.poll_interval instead"
-                );
-                return None;
-            }
-        };
-        Some(crate::dispatch::keep_watching(
-            "enqueue notifications",
+        let listen = |pool: PgPool| {
             move || {
                 let (pool, wake) = (pool.clone(), wake.clone());
                 async move { listen_once(&pool, &wake).await }
-            },
-        ))
+            }
+        };
+        if let Some(direct) = &self.listen {
+            return Some(crate::dispatch::keep_watching(
+                "enqueue notifications",
+                listen(direct.clone()),
+            ));
+        }
+        match self.route.now() {
+            Reached::Server => Some(crate::dispatch::keep_watching(
+                "enqueue notifications",
+                listen(self.pool.clone()),
+            )),
+            Reached::Pooler => {
+                no_listen();
+                None
+            }
+            Reached::Unknown => {
+                let (route, watch) = (self.route.clone(), listen(self.pool.clone()));
+                Some(tokio::spawn(async move {
+                    match route.known().await {
+                        Reached::Server => {
+                            crate::dispatch::watch_forever("enqueue notifications", watch).await
+                        }
+                        Reached::Pooler => no_listen(),
+                        Reached::Unknown => {}
+                    }
+                }))
+            }
+        }
     }
+}
+
+/// Says why a dispatcher polls through a transaction pooler.
+fn no_listen() {
+    tracing::warn!(
+        "no enqueue notifications through a connection pooler in transaction mode (LISTEN \
+         needs a session of its own, and database.listen_url is not set): the dispatcher looks \
+         for due ops every dispatcher.poll_interval instead"
+    );
 }
 
 /// A row of `op_claim_due.sql`.

@@ -12,9 +12,11 @@ mod lease;
 mod membership;
 mod partitioning;
 mod pooler;
+mod probe;
 
 use pooler::OnStore as _;
 pub(crate) use pooler::query;
+use probe::{Reached, Route};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,8 +58,9 @@ pub(crate) struct PgStore {
     /// How this store's transactions begin: `BEGIN`, and for a dispatcher a `SET LOCAL` in
     /// the same round trip.
     begin: Arc<str>,
-    /// A connection pooler in transaction mode is in between (`pooler.rs`).
-    pooled: bool,
+    /// Whether a connection pooler in transaction mode is in between, or may be: found at
+    /// connect, probed again while unknown (`probe.rs`).
+    route: Arc<Route>,
     /// Where LISTEN runs when not on `pool` (`StoreOptions::listen_url`).
     listen: Option<PgPool>,
 }
@@ -85,13 +88,7 @@ impl PgStore {
         // Connections first, outside the pool: a pool retries failed connects until its
         // timeout and then reports only that it timed out; this reports the real cause at
         // once. They also tell whether a transaction pooler is in between.
-        let pooled = pooler::detect(&connect, pooler).await?;
-        if pooled {
-            tracing::info!(
-                "PostgreSQL is reached through a connection pooler in transaction mode: every \
-                 statement is unnamed and runs in a transaction of its own"
-            );
-        }
+        let route = Route::find(&connect, pooler.declared()).await?;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -103,13 +100,20 @@ impl PgStore {
         Ok(PgStore {
             pool,
             begin,
-            pooled,
+            route,
             listen,
         })
     }
 
     pub(crate) async fn close(&self) {
+        self.route.close();
         self.pool.close().await;
+    }
+
+    /// Whether this store behaves as through a transaction pooler: one is in between, or it
+    /// is not known yet (`probe.rs`).
+    pub(crate) fn pooled(&self) -> bool {
+        self.route.pooled()
     }
 
     /// Enqueues on a pooled connection: one statement, or a transaction when older pending
@@ -121,7 +125,7 @@ impl PgStore {
     ) -> Result<EnqueueResult, Error> {
         // Through a transaction pooler the first try's unique violation would end the
         // transaction its fallback needs: the transaction's path, which cannot violate.
-        if op.supersede_pending || self.pooled {
+        if op.supersede_pending || self.pooled() {
             return enqueue::in_transaction(self, lease, op).await;
         }
         let mut conn = self.pool.acquire().await.map_err(map_err)?;
@@ -148,7 +152,7 @@ impl PgStore {
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         // A key that exists already, or twice in the batch, fails this statement with a unique
         // violation and nothing written; the transaction below then sorts it out.
-        if !self.pooled && !ops.iter().any(|o| o.supersede_pending) {
+        if !self.pooled() && !ops.iter().any(|o| o.supersede_pending) {
             match batch_query(OP_INSERT_BATCH_NEW_IF_LEASE_HELD, lease, ops)
                 .fetch_one(&self.pool)
                 .await
@@ -202,17 +206,38 @@ impl PgStore {
 }
 
 /// A one-connection pool on `url` for LISTEN; `None`, after saying why, when that URL goes
-/// through a transaction pooler too (a LISTEN there would hear nothing).
+/// through a transaction pooler too (a LISTEN there would hear nothing). Used when the probe
+/// cannot tell: the URL is configured to be direct, and through a pooler after all its LISTEN
+/// would only hear nothing (the dispatcher polls anyway).
 async fn listen_pool(url: &str, options: &StoreOptions) -> Result<Option<PgPool>, Error> {
     let (url, pooler) = pooler::split_url(url)?;
     let connect: PgConnectOptions = url.parse().map_err(map_err)?;
     let connect = connect.application_name(&options.application_name);
-    if pooler::probe(&connect, pooler).await? {
-        tracing::warn!(
-            "the LISTEN URL goes through a connection pooler in transaction mode as well, where \
-             a LISTEN hears nothing: not used"
-        );
-        return Ok(None);
+    let (found, why) = match pooler.declared() {
+        Some(declared) => {
+            // One connection: a connect failure's real cause, now.
+            use sqlx::Connection as _;
+            let first = PgConnection::connect_with(&connect)
+                .await
+                .map_err(map_err)?;
+            first.close().await.map_err(map_err)?;
+            (declared, "the URL says so")
+        }
+        None => probe::probe(&connect).await?,
+    };
+    match found {
+        Reached::Server => {}
+        Reached::Pooler => {
+            tracing::warn!(
+                "the LISTEN URL goes through a connection pooler in transaction mode as well \
+                 ({why}), where a LISTEN hears nothing: not used"
+            );
+            return Ok(None);
+        }
+        Reached::Unknown => tracing::warn!(
+            "cannot tell whether the LISTEN URL goes through a connection pooler in transaction \
+             mode ({why}): used, as database.listen_url is meant to be direct"
+        ),
     }
     Ok(Some(
         PgPoolOptions::new()

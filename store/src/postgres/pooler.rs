@@ -11,28 +11,21 @@
 //! transaction, a statement on its own in one of its own; and LISTEN, which needs a session,
 //! takes a direct URL or is replaced by polling.
 //!
-//! Which it is, is found at connect: PostgreSQL itself never moves a client connection to
-//! another backend, a transaction pooler does as soon as the backend it used is busy. A URL
-//! can also say it (`pooler=transaction`) or rule it out (`pooler=none`); the parameter is the
-//! store's and is taken off before sqlx reads the URL.
+//! Which it is, is found at connect by a probe (`probe.rs`), and while the probe cannot tell,
+//! the store behaves as through a pooler. A URL can also say it (`pooler=transaction`) or rule
+//! it out (`pooler=none`); the parameter is the store's and is taken off before sqlx reads the
+//! URL.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use sqlx::postgres::{PgQueryResult, PgRow};
 
-use sqlx::Connection as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgQueryResult, PgRow};
-
+use super::probe::{Reached, maybe_pooled};
 use super::{PgStore, Query, map_err};
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
 
-/// Whether a PostgreSQL store of this process goes through a transaction pooler. Statements
-/// are named per connection by sqlx, not per store, so once one store does, every PostgreSQL
-/// statement of the process is unnamed: slower for a direct store beside it, never wrong.
-static THROUGH_POOLER: AtomicBool = AtomicBool::new(false);
-
-/// Whether this process's PostgreSQL statements are unnamed (see [`THROUGH_POOLER`]).
+/// Whether this process's PostgreSQL statements are unnamed: while any of its stores may go
+/// through a transaction pooler (`probe.rs`, `MAYBE_POOLED`).
 pub(crate) fn through_pooler() -> bool {
-    THROUGH_POOLER.load(Ordering::Relaxed)
+    maybe_pooled()
 }
 
 /// One of our statements: prepared once and kept per connection when PostgreSQL is reached
@@ -50,6 +43,17 @@ pub(crate) enum Pooler {
     Transaction,
     /// `pooler=none`: PostgreSQL itself, or a pooler in session mode.
     None,
+}
+
+impl Pooler {
+    /// What the URL decided without a probe; `None` when a probe must find out.
+    pub(crate) fn declared(self) -> Option<Reached> {
+        match self {
+            Pooler::Detect => None,
+            Pooler::Transaction => Some(Reached::Pooler),
+            Pooler::None => Some(Reached::Server),
+        }
+    }
 }
 
 /// What to do instead of a multi-host URL, which the driver cannot follow.
@@ -109,86 +113,6 @@ fn invalid_url(message: String) -> Error {
     ))
 }
 
-/// How long a probe waits for a trivial query before taking the wait itself as the answer: a
-/// pooler whose only server connection is held elsewhere makes it wait; PostgreSQL does not.
-const PROBE_WAIT: Duration = Duration::from_secs(2);
-
-/// Whether `connect` reaches a transaction pooler, and records it for the process: one
-/// connection asks for its backend, a second holds that backend (or another) in a transaction,
-/// and the first asks again. PostgreSQL answers with the same backend every time; a
-/// transaction pooler answers with another one, or keeps the first waiting for a free one.
-/// Plain queries only (no prepared statement is left anywhere), in rounds: a pooler busy with
-/// other clients at that moment may hand the first connection its old backend every time, so
-/// the URL's `pooler=transaction` is the certain way. With the pooler named in the URL, one
-/// connection only, which reports a connect failure's real cause.
-pub(crate) async fn detect(connect: &PgConnectOptions, pooler: Pooler) -> Result<bool, Error> {
-    let pooled = probe(connect, pooler).await?;
-    if pooled {
-        THROUGH_POOLER.store(true, Ordering::Relaxed);
-    }
-    Ok(pooled)
-}
-
-/// As [`detect`], without recording the answer for the process.
-pub(crate) async fn probe(connect: &PgConnectOptions, pooler: Pooler) -> Result<bool, Error> {
-    let mut first = PgConnection::connect_with(connect).await.map_err(map_err)?;
-    if pooler != Pooler::Detect {
-        first.close().await.map_err(map_err)?;
-        return Ok(pooler == Pooler::Transaction);
-    }
-    let mut holder = PgConnection::connect_with(connect).await.map_err(map_err)?;
-    let backend = backend_pid(&mut first).await?;
-    for _ in 0..PROBE_ROUNDS {
-        // The first connection's backend was released last, so a pooler that hands out the
-        // most recently released server (PgBouncer's default) gives it to the holder's
-        // transaction, in the same round trip as its BEGIN; other clients' traffic can get in
-        // between, which is why there are rounds.
-        if backend_pid(&mut first).await? != backend {
-            return close_both(first, holder, true).await;
-        }
-        sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
-            .execute(&mut holder)
-            .await
-            .map_err(map_err)?;
-        let again = tokio::time::timeout(PROBE_WAIT, backend_pid(&mut first)).await;
-        sqlx::raw_sql("ROLLBACK")
-            .execute(&mut holder)
-            .await
-            .map_err(map_err)?;
-        let Ok(pid) = again else {
-            // Waited for a server connection: the first connection is mid-query, drop it.
-            holder.close().await.map_err(map_err)?;
-            return Ok(true);
-        };
-        if pid? != backend {
-            return close_both(first, holder, true).await;
-        }
-    }
-    close_both(first, holder, false).await
-}
-
-/// How many times the probe tries to catch the pooler moving a connection.
-const PROBE_ROUNDS: usize = 8;
-
-async fn close_both(
-    first: PgConnection,
-    holder: PgConnection,
-    pooled: bool,
-) -> Result<bool, Error> {
-    first.close().await.map_err(map_err)?;
-    holder.close().await.map_err(map_err)?;
-    Ok(pooled)
-}
-
-async fn backend_pid(c: &mut PgConnection) -> Result<String, Error> {
-    use sqlx::Row as _;
-    let row = sqlx::raw_sql("SELECT pg_backend_pid()::text")
-        .fetch_one(c)
-        .await
-        .map_err(map_err)?;
-    row.try_get::<String, _>(0).map_err(map_err)
-}
-
 /// Runs a statement on its own: autocommit on a pooled connection when PostgreSQL is reached
 /// directly, in a transaction of its own through a transaction pooler (so its two round trips
 /// reach one server).
@@ -207,7 +131,7 @@ pub(crate) trait OnStore {
 macro_rules! on_store {
     ($q:expr, $s:expr, $run:ident) => {{
         let (q, s) = ($q.persistent(!through_pooler()), $s);
-        if s.pooled {
+        if s.pooled() {
             let mut tx = crate::driver::Driver::begin(s).await?;
             let done = q.$run(&mut *tx).await.map_err(map_err)?;
             tx.commit().await.map_err(map_err)?;
