@@ -28,11 +28,24 @@ impl Renewal {
         ttl: Duration,
         renewed: impl Fn(Lease, Instant) + Send + 'static,
     ) -> Renewal {
+        Renewal::start_every(store, lease, ttl, ttl / 3, renewed)
+    }
+
+    /// As [`Renewal::start`], renewing every `every` (at most `ttl / 3`): a holder that must
+    /// always trust more than a fixed part of the lease (the dispatcher's longest attempt)
+    /// renews more often. A renewal slower than `ttl / 3` still counts as lost.
+    pub fn start_every(
+        store: Store,
+        lease: Lease,
+        ttl: Duration,
+        every: Duration,
+        renewed: impl Fn(Lease, Instant) + Send + 'static,
+    ) -> Renewal {
         let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
         let task = tokio::spawn(renew_loop(
             store,
             lease,
-            ttl,
+            (ttl, every.min(ttl / 3)),
             renewed,
             lost.clone(),
             stop.clone(),
@@ -61,25 +74,25 @@ impl Drop for Renewal {
     }
 }
 
+/// `(ttl, every)`: the lease's TTL, and how often it is renewed.
 async fn renew_loop(
     store: Store,
     lease: Lease,
-    ttl: Duration,
+    (ttl, every): (Duration, Duration),
     renewed: impl Fn(Lease, Instant),
     lost: CancellationToken,
     stop: CancellationToken,
 ) {
-    let period = ttl / 3;
     let mut current = lease;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
+            () = tokio::time::sleep(every) => {}
         }
         let sent = Instant::now();
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            r = tokio::time::timeout(period, store.lease_renew(&current, ttl)) => r,
+            r = tokio::time::timeout(ttl / 3, store.lease_renew(&current, ttl)) => r,
         };
         let why = match outcome {
             Ok(Ok(Some(lease))) => {
