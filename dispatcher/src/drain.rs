@@ -55,7 +55,6 @@ pub(crate) async fn serve_partition(
     shutdown: CancellationToken,
 ) {
     let ttl = shared.config.dispatcher.lease_ttl;
-    let longest = shared.longest_timeout(shared.destination_names());
     let label = partition.index().to_string();
     let mut share = shared.watch_share();
     while !shutdown.is_cancelled() {
@@ -69,7 +68,7 @@ pub(crate) async fn serve_partition(
             }
             continue;
         }
-        match Leadership::acquire(&shared.store, partition, ttl, longest).await {
+        match Leadership::acquire(&shared.store, partition, ttl).await {
             Ok(Some(leadership)) => {
                 shared.db_ok();
                 match record_partition_count(&shared, &leadership.lease).await {

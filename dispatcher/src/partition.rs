@@ -1,13 +1,13 @@
 //! The dispatcher's own lease on `dispatcher/<partition>`: standby, leader, step-down.
 //!
-//! A standby tries to acquire the lease every third of its TTL. A leader *trusts* it only until
-//! `sent + ttl - safety`, where `sent` is when the last successful renewal (or the
-//! acquisition) was sent: the database set the expiry from a later instant, so the dispatcher
-//! always stops trusting its lease before the database would expire it. An attempt starts only
-//! if its whole timeout fits in the trusted window (G9). The leader renews often enough that
-//! the window always has room for its longest attempt ([`renew_every`]): renewing every third
-//! of the TTL left it too short for a third of the time with the defaults, and every claim
-//! waited for the next renewal then (up to 1.5 s, issue 34). A
+//! A standby tries to acquire the lease every third of its TTL. A leader renews it every third
+//! of its TTL and *trusts* it only until `sent + ttl - safety`, where `sent` is when the last
+//! successful renewal (or the acquisition) was sent: the database set the expiry from a later
+//! instant, so the dispatcher always stops trusting its lease before the database would
+//! expire it. An attempt starts only if its whole timeout fits in the trusted window (G9); a
+//! claim that would have to wait for the window to cover its longest timeout asks for the
+//! renewal at once instead (with the defaults, a 15 s lease and a 10 s timeout, the window
+//! is too short for 1.5 s of every 5, and claims waited for the next renewal then: issue 34). A
 //! renewal that fails, is refused or is slow cancels `lost`: the leader stops claiming and
 //! steps down. On pause the renewals stop with the process; on resume the window has passed,
 //! nothing new starts, and any completion the old leader sends is discarded by the database
@@ -29,16 +29,6 @@ fn safety(ttl: Duration) -> Duration {
     (ttl / 10).max(Duration::from_millis(50))
 }
 
-/// How often a leader renews its lease of `ttl` when its longest attempt takes `longest`: every
-/// third of the TTL at most, and often enough that the trusted window (`ttl - safety` from a
-/// renewal's sending) still has `longest` left when the next renewal's answer is due: half of
-/// what the window has beyond `longest` is the pause, the other half is left for the renewal's
-/// round trip and the timer's lateness. At least 10 ms.
-pub fn renew_every(ttl: Duration, longest: Duration) -> Duration {
-    let slack = ttl.saturating_sub(safety(ttl)).saturating_sub(longest);
-    (slack / 2).min(ttl / 3).max(Duration::from_millis(10))
-}
-
 /// Held leadership of one partition.
 #[derive(Debug)]
 pub struct Leadership {
@@ -52,13 +42,10 @@ pub struct Leadership {
 
 impl Leadership {
     /// Tries to become the leader of `partition`; `None` while another dispatcher leads it.
-    /// `longest` is the longest attempt it may start (the longest destination timeout): the
-    /// lease is renewed so that it is always trusted for that long ([`renew_every`]).
     pub async fn acquire(
         store: &Store,
         partition: Partition,
         ttl: Duration,
-        longest: Duration,
     ) -> Result<Option<Leadership>, outbox_store::Error> {
         let resource = ResourceName::new(partition.lease_resource())?;
         let sent = Instant::now();
@@ -66,11 +53,9 @@ impl Leadership {
             return Ok(None);
         };
         let (trust, trusted_until) = watch::channel(sent + ttl - safety(ttl));
-        let every = renew_every(ttl, longest);
-        let renewal =
-            Renewal::start_every(store.clone(), lease.clone(), ttl, every, move |_, sent| {
-                let _ = trust.send(sent + ttl - safety(ttl));
-            });
+        let renewal = Renewal::start(store.clone(), lease.clone(), ttl, move |_, sent| {
+            let _ = trust.send(sent + ttl - safety(ttl));
+        });
         Ok(Some(Leadership {
             partition,
             lease,
@@ -89,6 +74,7 @@ impl Leadership {
         Trust {
             until: self.trusted_until.clone(),
             lost: self.renewal.lost().clone(),
+            early: self.renewal.early(),
         }
     }
 
@@ -120,6 +106,8 @@ impl Leadership {
 pub struct Trust {
     until: watch::Receiver<Instant>,
     lost: CancellationToken,
+    /// Asks the lease's renewal to renew at once.
+    early: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Trust {
@@ -133,13 +121,14 @@ impl Trust {
         !self.lost.is_cancelled() && Instant::now() + d <= *self.until.borrow()
     }
 
-    /// Waits until the window covers `d` (after the next renewal), or returns false when the
-    /// lease is lost or `give_up` fires first.
+    /// Waits until the window covers `d`, asking for a renewal at once (not at the next
+    /// third of the TTL), or returns false when the lease is lost or `give_up` fires first.
     pub async fn wait_to_cover(&mut self, d: Duration, give_up: &CancellationToken) -> bool {
         loop {
             if self.covers(d) {
                 return true;
             }
+            self.early.notify_one();
             tokio::select! {
                 changed = self.until.changed() => if changed.is_err() { return false },
                 () = self.lost.cancelled() => return false,
@@ -163,34 +152,5 @@ mod tests {
             longest_attempt(Duration::from_secs(15)),
             Duration::from_secs(10)
         );
-    }
-
-    /// Issue 34: with the defaults (a 15 s lease, a 10 s timeout) a renewal every 5 s left the
-    /// window too short for the timeout for 1.5 s of every 5: the window right before a
-    /// renewal's answer is what an attempt must fit in, and it must leave room for the round
-    /// trip. Every accepted TTL and timeout keeps half the slack for it.
-    #[test]
-    fn renewals_keep_the_longest_attempt_trusted_at_every_moment() {
-        let ttl = Duration::from_secs(15);
-        assert_eq!(
-            renew_every(ttl, Duration::from_secs(10)),
-            Duration::from_millis(1750)
-        );
-        assert_eq!(renew_every(ttl, Duration::from_secs(1)), ttl / 3);
-        for secs in [1, 3, 5, 15, 60, 300] {
-            let ttl = Duration::from_secs(secs);
-            for tenths in 0..=10 {
-                let longest = longest_attempt(ttl) * tenths / 10;
-                let every = renew_every(ttl, longest);
-                assert!(every <= ttl / 3, "{ttl:?} {longest:?}");
-                // The window just before the next answer, with a round trip as long as the
-                // pause itself: still the longest attempt.
-                let left = ttl - safety(ttl) - every - every;
-                assert!(
-                    left >= longest,
-                    "{ttl:?} {longest:?}: {every:?} leaves {left:?}"
-                );
-            }
-        }
     }
 }

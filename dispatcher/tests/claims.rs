@@ -2,7 +2,8 @@
 //! backlog of one busy destination, alone and beside destinations that cannot use the free
 //! slots they have (one with nothing to send, one paused), and gives nothing back: a claim
 //! takes no more of a destination's ops than that destination can start. On PostgreSQL the
-//! database's transactions per delivered op are counted too (`pg_stat_database`).
+//! database's transactions per delivered op are counted too (`pg_stat_database`). And no claim
+//! waits for the partition lease's next renewal.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,13 +26,18 @@ struct Dispatcher {
 impl Dispatcher {
     /// Starts the binary on `db` with `destinations` (TOML tables) and `/metrics` on a free port.
     fn start(db: &TestDb, destinations: &str) -> Dispatcher {
+        Dispatcher::start_with(db, destinations, "10s")
+    }
+
+    /// As [`Dispatcher::start`], with a partition lease of `lease_ttl`.
+    fn start_with(db: &TestDb, destinations: &str, lease_ttl: &str) -> Dispatcher {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let text = format!(
-            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"10s\"\n\
+            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = {lease_ttl:?}\n\
              partitions = 1\npoll_interval = \"500ms\"\nlisten = \"127.0.0.1:{port}\"\n\
              shutdown_grace = \"5s\"\n{destinations}",
             url = db.url()
@@ -91,8 +97,18 @@ impl Drop for Dispatcher {
 /// Destination `name` at `receiver` with `max_in_flight`, no breaker and no retry delay worth
 /// speaking of.
 fn destination(name: &str, receiver: &Receiver, max_in_flight: u32) -> String {
+    destination_timing_out(name, receiver, max_in_flight, "5s")
+}
+
+/// As [`destination`], with `timeout`.
+fn destination_timing_out(
+    name: &str,
+    receiver: &Receiver,
+    max_in_flight: u32,
+    timeout: &str,
+) -> String {
     format!(
-        "[destinations.{name}]\nbase_url = \"{}\"\nmax_in_flight = {max_in_flight}\ntimeout = \"5s\"\n\
+        "[destinations.{name}]\nbase_url = \"{}\"\nmax_in_flight = {max_in_flight}\ntimeout = {timeout:?}\n\
          breaker = {{ enabled = false }}\nretry = {{ base = \"50ms\", cap = \"200ms\" }}\n",
         receiver.url()
     )
@@ -248,4 +264,78 @@ async fn a_claim_takes_no_more_of_a_destination_than_it_can_start(db: TestDb) {
     assert!(receiver.received().iter().all(|r| r.path != "/v1/held"));
 }
 
-conformance!(a_claim_takes_no_more_of_a_destination_than_it_can_start);
+/// Issue 34 (found measuring item 7's latency): with the default lease (15 s) and the longest
+/// timeout it allows (10 s), the trusted window was too short for an attempt for 1.5 s of
+/// every 5 s renewal period, and an op enqueued then waited for the next renewal to be claimed
+/// (0.1-1.5 s; about 30% of ops). Now the claim asks for the renewal at once. Ops enqueued
+/// every 250 ms over two renewal periods each arrive within a fraction of that.
+async fn no_claim_waits_for_the_next_renewal(db: TestDb) {
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::start_with(
+        &db,
+        &destination_timing_out("busy", &receiver, 32, "10s"),
+        "15s",
+    );
+    let outbox = db.outbox().await;
+    let lease = outbox
+        .try_acquire("claims:renewal", Duration::from_secs(120))
+        .await
+        .unwrap()
+        .expect("free");
+    let first = Operation::post("busy", "/v1/first")
+        .idempotency_key("first")
+        .unordered()
+        .build()
+        .unwrap();
+    outbox.enqueue(&lease, &first).await.unwrap();
+    wait_until(Duration::from_secs(60), "the dispatcher leads", || async {
+        receiver.received().iter().any(|r| r.path == "/v1/first")
+    })
+    .await;
+    let mut enqueued = Vec::new();
+    for i in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let key = format!("renewal-{i}");
+        let op = Operation::post("busy", "/v1/busy")
+            .json(&serde_json::json!({ "i": i }))
+            .idempotency_key(&key)
+            .unordered()
+            .build()
+            .unwrap();
+        outbox.enqueue(&lease, &op).await.unwrap();
+        enqueued.push((key, std::time::Instant::now()));
+    }
+    wait_until(Duration::from_secs(30), "every op arrives", || async {
+        receiver.received().len() > enqueued.len()
+    })
+    .await;
+    let received = receiver.received();
+    let mut waits: Vec<Duration> = enqueued
+        .iter()
+        .map(|(key, at)| {
+            let r = received
+                .iter()
+                .find(|r| r.header("idempotency-key") == key)
+                .expect("received");
+            r.at.saturating_duration_since(*at)
+        })
+        .collect();
+    waits.sort();
+    eprintln!(
+        "{:?}: enqueue to arrival, median {:?}, slowest {:?}",
+        db.kind(),
+        waits[waits.len() / 2],
+        waits[waits.len() - 1]
+    );
+    assert!(
+        waits[waits.len() - 1] < Duration::from_millis(700),
+        "an op waited {:?} to be sent: {waits:?}",
+        waits[waits.len() - 1]
+    );
+    dispatcher.stop().await;
+}
+
+conformance!(
+    a_claim_takes_no_more_of_a_destination_than_it_can_start,
+    no_claim_waits_for_the_next_renewal,
+);

@@ -1,11 +1,14 @@
-//! Keeping a lease alive in the background: renew every third of its TTL, report each success
+//! Keeping a lease alive in the background: renew every third of its TTL (or at once when the
+//! holder asks, [`Renewal::early`]), report each success
 //! with the instant the renewal was *sent* (the database set the new expiry from a later
 //! instant, so `sent + ttl` is a safe local bound), and cancel `lost` at the first renewal that
 //! is refused, fails, or takes longer than a third of the TTL. Shared by the producer's
 //! `LeaseKeeper` and the dispatcher's partition leadership. Dropping a [`Renewal`] stops it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +19,7 @@ use crate::{Lease, Store};
 pub struct Renewal {
     lost: CancellationToken,
     stop: CancellationToken,
+    early: Arc<Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,29 +32,28 @@ impl Renewal {
         ttl: Duration,
         renewed: impl Fn(Lease, Instant) + Send + 'static,
     ) -> Renewal {
-        Renewal::start_every(store, lease, ttl, ttl / 3, renewed)
-    }
-
-    /// As [`Renewal::start`], renewing every `every` (at most `ttl / 3`): a holder that must
-    /// always trust more than a fixed part of the lease (the dispatcher's longest attempt)
-    /// renews more often. A renewal slower than `ttl / 3` still counts as lost.
-    pub fn start_every(
-        store: Store,
-        lease: Lease,
-        ttl: Duration,
-        every: Duration,
-        renewed: impl Fn(Lease, Instant) + Send + 'static,
-    ) -> Renewal {
         let (lost, stop) = (CancellationToken::new(), CancellationToken::new());
+        let early = Arc::new(Notify::new());
         let task = tokio::spawn(renew_loop(
             store,
             lease,
-            (ttl, every.min(ttl / 3)),
+            ttl,
             renewed,
-            lost.clone(),
-            stop.clone(),
+            (lost.clone(), stop.clone(), early.clone()),
         ));
-        Renewal { lost, stop, task }
+        Renewal {
+            lost,
+            stop,
+            early,
+            task,
+        }
+    }
+
+    /// What the holder notifies to have the lease renewed at once instead of at the next third
+    /// of its TTL (one renewal per notification at most): a holder that needs the lease
+    /// trusted for longer than what is left asks instead of waiting.
+    pub fn early(&self) -> Arc<Notify> {
+        self.early.clone()
     }
 
     /// Cancelled at the first renewal that is refused, fails or is too slow.
@@ -74,25 +77,27 @@ impl Drop for Renewal {
     }
 }
 
-/// `(ttl, every)`: the lease's TTL, and how often it is renewed.
+/// `(lost, stop, early)`: cancelled at the first failed renewal; cancelled to stop; notified
+/// to renew at once.
 async fn renew_loop(
     store: Store,
     lease: Lease,
-    (ttl, every): (Duration, Duration),
+    ttl: Duration,
     renewed: impl Fn(Lease, Instant),
-    lost: CancellationToken,
-    stop: CancellationToken,
+    (lost, stop, early): (CancellationToken, CancellationToken, Arc<Notify>),
 ) {
+    let period = ttl / 3;
     let mut current = lease;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(period) => {}
+            () = early.notified() => {}
         }
         let sent = Instant::now();
         let outcome = tokio::select! {
             () = stop.cancelled() => return,
-            r = tokio::time::timeout(ttl / 3, store.lease_renew(&current, ttl)) => r,
+            r = tokio::time::timeout(period, store.lease_renew(&current, ttl)) => r,
         };
         let why = match outcome {
             Ok(Ok(Some(lease))) => {
