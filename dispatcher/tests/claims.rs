@@ -328,7 +328,7 @@ async fn no_claim_waits_for_the_next_renewal(db: TestDb) {
         waits[waits.len() - 1]
     );
     assert!(
-        waits[waits.len() - 1] < Duration::from_millis(700),
+        waits[waits.len() - 1] < Duration::from_secs(1),
         "an op waited {:?} to be sent: {waits:?}",
         waits[waits.len() - 1]
     );
