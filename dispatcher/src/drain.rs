@@ -377,12 +377,9 @@ async fn drain(
             continue;
         }
         let due = next_due(shared, partition, &destinations, poll).await;
-        let (until, any_wake) = match due {
-            // Due, yet not claimed: held back by something a wake-up reports.
-            Some(d) if d.is_zero() => (Instant::now() + poll, true),
-            Some(d) => (Instant::now() + d.min(poll), false),
-            None => (Instant::now() + poll, false),
-        };
+        // Due, yet not claimed: held back by something a wake-up reports.
+        let any_wake = due == Some(Duration::ZERO);
+        let until = Instant::now() + due.filter(|d| !d.is_zero()).unwrap_or(poll);
         match &mut drained {
             Some(d) if d.work == work => {
                 d.names.extend(destinations);

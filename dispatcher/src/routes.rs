@@ -289,11 +289,10 @@ impl Shared {
         let now = Instant::now();
         let mut throttled = self.throttled.lock().unwrap_or_else(|p| p.into_inner());
         throttled.retain(|_, until| *until > now);
-        let mut names: Vec<&String> = self.routes.keys().collect();
-        names.sort();
         let mut rooms = Vec::new();
         let mut left = self.room();
-        for name in names {
+        // In name order (the config's), so the global slots go the same way every time.
+        for name in &self.names {
             let route = &self.routes[name];
             if left == 0 {
                 break;
