@@ -200,6 +200,7 @@ impl TestDb {
             "0009_lean_attempts",
             "0010_pooler_safe_sessions",
             "0011_claim_honours_holds",
+            "0012_claim_room_per_destination",
         ]
     }
 
