@@ -1,52 +1,67 @@
 //! One attempt of a claimed op: send it, decide what comes next (retry, dead, delivered), hand
 //! the completion to the recorder, and count and log what became of it. The destination's slot
 //! is given back as soon as the exchange ends (with a breaker, once the outcome is recorded);
-//! the global one once the outcome is recorded.
+//! the global one once the outcome is recorded. An op it cannot start goes back to the caller,
+//! which gives its claim back.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::SpanContext;
-use outbox_store::{ClaimedOp, Completion, Lease, NextState};
+use outbox_store::{ClaimedOp, Completion, NextState};
 use tracing::Instrument as _;
 
 use crate::deliver::{Attempt, TraceHeaders};
-use crate::drain::release_claim;
+use crate::health::Health;
 use crate::metrics as m;
 use crate::partition::Trust;
 use crate::record::{self, Recorder};
 use crate::retry;
-use crate::routes::{Permits, Shared};
+use crate::routes::{Permits, Routes};
 use crate::telemetry::AttemptSpan;
+use crate::wake::Wakes;
+
+/// What an attempt needs of its leader's term; each attempt's task has a clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    /// The destinations' senders.
+    pub(crate) routes: Arc<Routes>,
+    /// Told each outcome (a breaker's count), and asked how long a destination was held.
+    pub(crate) health: Arc<Health>,
+    /// Rung when a slot is freed, and for an op made pending again.
+    pub(crate) wakes: Arc<Wakes>,
+    /// The term's trusted window, checked right before sending.
+    pub(crate) trust: Trust,
+    /// The term's recorder.
+    pub(crate) recorder: Recorder,
+    /// Whether traces are on.
+    pub(crate) traces: bool,
+}
 
 /// One attempt: send, decide, record. The destination's slot is freed when the exchange ends
 /// (its `max_in_flight` counts requests to it, and recording involves only the database), or
 /// with a breaker once the outcome is recorded; the global one when this returns. `claim` is
-/// the span of the claim that took the op.
+/// the span of the claim that took the op. An op that is not sent (its destination is no
+/// longer configured, or the trusted window no longer covers its timeout) is handed back.
 pub(crate) async fn run(
-    shared: &Shared,
-    lease: &Lease,
+    cx: &Context,
     op: ClaimedOp,
-    trust: Trust,
-    recorder: &Recorder,
     permits: Permits,
     claim: Option<SpanContext>,
-) {
-    let Some(route) = shared.route(&op.destination) else {
-        release_claim(shared, lease, &op).await;
-        return;
+) -> Result<(), ClaimedOp> {
+    let Some(route) = cx.routes.route(&op.destination) else {
+        return Err(op);
     };
     let destination = route.sender().destination();
-    if !trust.covers(destination.timeout) {
+    if !cx.trust.covers(destination.timeout) {
         // Never start what could outlast the lease we trust (the claim ran close to the edge).
-        release_claim(shared, lease, &op).await;
-        return;
+        return Err(op);
     }
-    let span = match shared.config.telemetry {
-        Some(_) => {
-            let url = crate::deliver::join(&destination.base_url, &op.path).ok();
-            AttemptSpan::start(&op, url.as_ref(), claim.as_ref())
-        }
-        None => AttemptSpan::off(),
+    let span = if cx.traces {
+        let url = crate::deliver::join(&destination.base_url, &op.path).ok();
+        AttemptSpan::start(&op, url.as_ref(), claim.as_ref())
+    } else {
+        AttemptSpan::off()
     };
     // With traces on, the destination's spans become children of this attempt's; with them
     // off (or no subscriber to make the span), it gets the producer's context as stored.
@@ -61,7 +76,7 @@ pub(crate) async fn run(
     let (_global, slot) = permits;
     // A destination with a breaker learns each outcome before its slot is used again (its
     // count of failures in a row must see them one by one); the others free the slot at once.
-    let breaker = shared.has_breaker(&op.destination);
+    let breaker = destination.breaker.is_some();
     let mut slot = Some(slot);
     let sent = route
         .sender()
@@ -71,7 +86,7 @@ pub(crate) async fn run(
     gauge.decrement(1.0);
     if !breaker {
         drop(slot.take());
-        shared.wake_all();
+        cx.wakes.wake_all();
     }
     // The span ends here (it was last entered for the exchange): recording the outcome after
     // is not part of the HTTP call.
@@ -79,7 +94,7 @@ pub(crate) async fn run(
     span.ended(&sent.result);
     // A replayed op's budget counts from its replay (outboxctl replay); the time its
     // destination was held (breaker open, or paused) does not count.
-    let held = shared
+    let held = cx
         .health
         .held_within(&op.destination, op.budget_since, op.claimed_at);
     let age =
@@ -94,11 +109,11 @@ pub(crate) async fn run(
     count_attempt(&op, &sent, &decision, span.span());
     let result = sent.result.clone();
     let completion = completion(&op, &decision, sent, span.traceparent());
-    if record::submit(recorder, completion, span.context()).await {
+    if record::submit(&cx.recorder, completion, span.context()).await {
         if matches!(decision.next, NextState::RetryAfter(_)) {
             // Pending again, due later: a loop that found nothing due of its destination
             // must learn its due time.
-            shared.new_work();
+            cx.wakes.new_work();
         }
         count_outcome(&op, &decision, age, span.span());
         if decision.next == NextState::Dead {
@@ -106,10 +121,11 @@ pub(crate) async fn run(
         }
         // Only an attempt this process still owned tells of the destination: one whose
         // completion was discarded may have timed out because this process was paused.
-        crate::health::record(shared, destination, &result).await;
+        cx.health.record(destination, &result).await;
     }
     drop(slot);
-    shared.wake_all();
+    cx.wakes.wake_all();
+    Ok(())
 }
 
 /// Counts a finished attempt, and warns when the op's row broke a rule (it was not sent). The

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable as _};
 use outbox_console::{Console, Options};
 use outbox_store::{Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
@@ -40,19 +41,23 @@ pub(crate) fn connect(console: Console, config: &Config, stop: CancellationToken
         ..StoreOptions::default()
     };
     tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(200);
-        let store = loop {
-            match Store::connect(url.expose(), options.clone()).await {
-                Ok(store) => break store,
-                Err(e) => {
-                    tracing::warn!(error = %e, ?backoff, "console: cannot connect its pool; retrying");
-                }
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(10));
+        let connecting = (|| Store::connect(url.expose(), options.clone()))
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_secs(10))
+                    .with_jitter()
+                    .without_max_times(),
+            )
+            .notify(|e, backoff| {
+                tracing::warn!(error = %e, ?backoff, "console: cannot connect its pool; retrying")
+            });
+        let store = tokio::select! {
+            () = stop.cancelled() => return,
+            store = connecting => match store {
+                Ok(store) => store,
+                Err(_) => return,
+            },
         };
         console.attach(store.clone());
         stop.cancelled().await;

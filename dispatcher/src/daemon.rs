@@ -6,12 +6,18 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable as _};
 use outbox_store::partitioning::PartitionCount;
 use outbox_store::{Partition, Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
-use crate::routes::Shared;
+use crate::health::Health;
+use crate::leader::{Handles, Settings};
+use crate::membership::Membership;
+use crate::routes::Routes;
+use crate::status::DbStatus;
+use crate::wake::Wakes;
 use crate::{console, drain, housekeeping, http, metrics};
 
 /// Why the daemon could not run.
@@ -205,6 +211,59 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     Ok(())
 }
 
+/// The process-wide context while one partition count is served: only the daemon holds it,
+/// and hands each task the narrow part it needs (the partition loops their [`Handles`] and
+/// the share, the membership its own state, housekeeping the store and config).
+struct Process {
+    config: Config,
+    handles: Handles,
+    membership: Arc<Membership>,
+    /// Cancelled on shutdown, or when the membership sees the count in force change.
+    stop: CancellationToken,
+}
+
+impl Process {
+    fn new(
+        store: &Store,
+        config: Config,
+        ready: Arc<AtomicBool>,
+        stop: CancellationToken,
+        instance_id: uuid::Uuid,
+    ) -> Result<Process, Error> {
+        let db = DbStatus::new(ready);
+        let wakes = Arc::new(Wakes::new(config.dispatcher.partitions));
+        let routes = Arc::new(Routes::new(&config)?);
+        let health = Arc::new(Health::new(
+            store.clone(),
+            &config,
+            wakes.clone(),
+            db.clone(),
+        ));
+        let membership = Arc::new(Membership::new(
+            store.clone(),
+            db.clone(),
+            instance_id,
+            config.dispatcher.lease_ttl,
+            config.dispatcher.partitions,
+            routes.clone(),
+            stop.clone(),
+        ));
+        Ok(Process {
+            handles: Handles {
+                store: store.clone(),
+                db,
+                routes,
+                health,
+                wakes,
+                settings: Settings::of(&config),
+            },
+            membership,
+            config,
+            stop,
+        })
+    }
+}
+
 /// Serves `config.dispatcher.partitions` partitions until `shutdown` (then `None`), or until
 /// the partition count in force changes (then the new count, once every loop has stepped
 /// down: attempts finished within `shutdown_grace`, leases released).
@@ -215,39 +274,32 @@ async fn serve(
     shutdown: &CancellationToken,
     instance_id: uuid::Uuid,
 ) -> Result<Option<u32>, Error> {
-    // Loops stop on shutdown, or when the membership sees the count in force change.
     let stop = shutdown.child_token();
-    let shared = Arc::new(Shared::new(
-        store.clone(),
-        config.clone(),
-        ready,
-        stop.clone(),
-        instance_id,
-    )?);
-    metrics::register(shared.destination_names(), config.dispatcher.partitions);
+    let partitions = config.dispatcher.partitions;
+    let process = Process::new(store, config, ready, stop.clone(), instance_id)?;
+    metrics::register(process.handles.routes.names(), partitions);
     // PostgreSQL notifications (SQLite's commits) arrive on one Notify; forward each to every
     // partition loop as new work.
     let notified = Arc::new(tokio::sync::Notify::new());
     let listener = store.listen_for_enqueues(notified.clone()).map(|listener| {
-        let shared = shared.clone();
+        let wakes = process.handles.wakes.clone();
         let forward = tokio::spawn(async move {
             loop {
                 notified.notified().await;
-                shared.new_work();
+                wakes.new_work();
             }
         });
         (listener, forward)
     });
-    let membership = tokio::spawn(crate::membership::run(shared.clone(), stop.clone()));
-    let health = tokio::spawn(crate::health::run(shared.clone(), stop.clone()));
+    let membership = tokio::spawn(process.membership.clone().run());
+    let health = tokio::spawn(process.handles.health.clone().run(stop.clone()));
     let mut loops = Loops::default();
-    for index in 0..config.dispatcher.partitions {
-        let partition = Partition::new(index, config.dispatcher.partitions)
-            .map_err(outbox_store::Error::from)?;
-        loops.start(&shared, Some(partition), &stop);
+    for index in 0..partitions {
+        let partition = Partition::new(index, partitions).map_err(outbox_store::Error::from)?;
+        loops.start(&process, Some(partition));
     }
-    loops.start(&shared, None, &stop);
-    loops.run(&shared, &stop).await;
+    loops.start(&process, None);
+    loops.run(&process).await;
     if let Some((listener, forward)) = listener {
         listener.abort();
         forward.abort();
@@ -262,7 +314,7 @@ async fn serve(
     Ok(if shutdown.is_cancelled() {
         None
     } else {
-        shared.take_recount()
+        process.membership.take_recount()
     })
 }
 
@@ -277,33 +329,39 @@ struct Loops {
 }
 
 impl Loops {
-    fn start(&mut self, shared: &Arc<Shared>, which: Option<Partition>, stop: &CancellationToken) {
+    fn start(&mut self, process: &Process, which: Option<Partition>) {
+        let stop = process.stop.clone();
         let handle = match which {
-            Some(p) => self
-                .set
-                .spawn(drain::serve_partition(shared.clone(), p, stop.clone())),
-            None => self
-                .set
-                .spawn(housekeeping::run(shared.clone(), stop.clone())),
+            Some(p) => self.set.spawn(drain::serve_partition(
+                process.handles.clone(),
+                process.membership.watch_share(),
+                p,
+                stop,
+            )),
+            None => self.set.spawn(housekeeping::run(
+                process.handles.store.clone(),
+                process.config.clone(),
+                stop,
+            )),
         };
         self.of.insert(handle.id(), which);
     }
 
     /// Waits for every loop to end, restarting those that panic until `stop`.
-    async fn run(&mut self, shared: &Arc<Shared>, stop: &CancellationToken) {
+    async fn run(&mut self, process: &Process) {
         while let Some(done) = self.set.join_next_with_id().await {
             let (id, panicked) = match done {
                 Ok((id, ())) => (id, false),
                 Err(e) => (e.id(), e.is_panic()),
             };
             let which = self.of.remove(&id).flatten();
-            if !panicked || stop.is_cancelled() {
+            if !panicked || process.stop.is_cancelled() {
                 continue;
             }
             let name = which.map_or("housekeeping".to_owned(), |p| p.lease_resource());
             ::metrics::counter!(metrics::LOOP_PANICS, "loop" => name.clone()).increment(1);
             tracing::error!(r#loop = %name, "a dispatcher loop panicked; starting it again");
-            self.start(shared, which, stop);
+            self.start(process, which);
         }
     }
 }
@@ -316,8 +374,8 @@ impl std::fmt::Debug for Loops {
     }
 }
 
-/// Connects and migrates, retrying with backoff while the database is unreachable; `None`
-/// when shutdown came first.
+/// Connects and migrates, retrying with backoff (200 ms doubling to 10 s, jittered) while the
+/// database is unreachable; `None` when shutdown came first.
 async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option<Store>, Error> {
     let options = StoreOptions {
         lease_ttl: config.lease_bounds,
@@ -330,30 +388,31 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
             .map(|u| u.expose().to_owned()),
         ..StoreOptions::default()
     };
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        let attempt = async {
-            let store = Store::connect(config.database_url.expose(), options.clone()).await?;
-            if config.migrate {
-                let report = store.migrate().await?;
-                for applied in &report.applied {
-                    tracing::info!(migration = %applied, "applied migration");
-                }
+    let attempt = || async {
+        let store = Store::connect(config.database_url.expose(), options.clone()).await?;
+        if config.migrate {
+            let report = store.migrate().await?;
+            for applied in &report.applied {
+                tracing::info!(migration = %applied, "applied migration");
             }
-            Ok::<_, outbox_store::Error>(store)
-        };
-        match attempt.await {
-            Ok(store) => return Ok(Some(store)),
-            Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
-                tracing::warn!(error = %e, ?backoff, "database unreachable; retrying");
-            }
-            Err(e) => return Err(e.into()),
         }
-        tokio::select! {
-            () = shutdown.cancelled() => return Ok(None),
-            () = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        Ok::<_, outbox_store::Error>(store)
+    };
+    let connecting = attempt
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(10))
+                .with_jitter()
+                .without_max_times(),
+        )
+        .when(|e| matches!(e, outbox_store::Error::Store(e) if e.is_retryable()))
+        .notify(
+            |e, backoff| tracing::warn!(error = %e, ?backoff, "database unreachable; retrying"),
+        );
+    tokio::select! {
+        () = shutdown.cancelled() => Ok(None),
+        connected = connecting => Ok(Some(connected?)),
     }
 }
 

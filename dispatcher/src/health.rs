@@ -1,4 +1,5 @@
-//! This process's view of the destinations' health (`outbox_store::health`): the breaker rows
+//! The destinations' health as this process sees and changes it ([`Health`]): the breaker
+//! view, its probes and its writes. The view (`outbox_store::health`) holds the breaker rows
 //! and the recent holds, re-read from the database every `poll_interval` (at most every
 //! second) and updated at once by the changes this process makes. The view is a cache: it
 //! decides when a partition loop tries a probe and how much of an op's age was spent while its
@@ -15,30 +16,32 @@
 //! ops; the attempts claimed before that commit still go out, at most the destination's
 //! in-flight limit.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use outbox_store::Store;
 use outbox_store::health::{self, BreakerPolicy, DestinationHealth, Hold, Outcomes, Transition};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Destination;
+use crate::config::{Config, Destination};
 use crate::metrics as m;
 use crate::retry::AttemptResult;
-use crate::routes::Shared;
+use crate::status::DbStatus;
+use crate::wake::Wakes;
 
-/// What this process knows of every destination's health.
+/// What this process knows of every destination's health: the cache.
 #[derive(Debug, Default)]
-pub(crate) struct Health {
-    view: Mutex<View>,
+struct View {
+    state: Mutex<State>,
 }
 
 #[derive(Debug, Default)]
-struct View {
+struct State {
     rows: HashMap<String, DestinationHealth>,
     holds: HashMap<String, Vec<Hold>>,
-    /// How many changes to a hold this process has applied ([`Health::apply`]), and when each
+    /// How many changes to a hold this process has applied ([`View::apply`]), and when each
     /// destination was last held by one of them, on that count: the order in which this
     /// process learnt of its own holds, which no clock can reorder.
     holds_applied: u64,
@@ -46,14 +49,14 @@ struct View {
 }
 
 /// Where the count of this process's own holds stood when a claim was sent
-/// ([`Health::holds_seen`]).
+/// ([`View::holds_seen`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HoldsSeen(u64);
 
-impl Health {
+impl View {
     /// The count of holds this process has applied so far: read before a claim is sent, and
-    /// given to [`Health::held_after`] with each op it took.
-    pub(crate) fn holds_seen(&self) -> HoldsSeen {
+    /// given to [`View::held_after`] with each op it took.
+    fn holds_seen(&self) -> HoldsSeen {
         HoldsSeen(self.lock().holds_applied)
     }
 
@@ -66,7 +69,7 @@ impl Health {
     /// process applied its changes in, not on database times: a breaker write that locked the
     /// row before the claim's time and committed after its snapshot carries an older
     /// `changed_at` (issue 34). An older view never overrides the claim.
-    pub(crate) fn held_after(&self, destination: &str, breaker_on: bool, seen: HoldsSeen) -> bool {
+    fn held_after(&self, destination: &str, breaker_on: bool, seen: HoldsSeen) -> bool {
         let view = self.lock();
         let held = view.rows.get(destination).is_some_and(|h| {
             h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed)
@@ -77,7 +80,7 @@ impl Health {
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
     /// under way for longer than the policy allows, and not paused. The database decides
     /// (`destination_probe_take`); this only spares it the question otherwise.
-    pub(crate) fn probe_due(&self, destination: &str, policy: &BreakerPolicy) -> bool {
+    fn probe_due(&self, destination: &str, policy: &BreakerPolicy) -> bool {
         let now = OffsetDateTime::now_utc();
         let view = self.lock();
         let Some(h) = view.rows.get(destination) else {
@@ -87,7 +90,7 @@ impl Health {
     }
 
     /// How much of `[from, until]` `destination` was held (open, half-open or paused).
-    pub(crate) fn held_within(
+    fn held_within(
         &self,
         destination: &str,
         from: OffsetDateTime,
@@ -100,7 +103,7 @@ impl Health {
     }
 
     /// Takes in a change this process made: the view, the log line and the counter.
-    pub(crate) fn apply(&self, t: &Transition) {
+    fn apply(&self, t: &Transition) {
         if t.from != t.to {
             metrics::counter!(m::DESTINATION_TRANSITIONS, "destination" => t.destination.clone(), "to" => t.to)
                 .increment(1);
@@ -197,9 +200,9 @@ impl Health {
             .any(|d| view.rows.get(d).is_none_or(|h| !held(h)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, View> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding it leaves a consistent map: take it back.
-        self.view.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -227,35 +230,6 @@ pub(crate) fn outcome(result: &AttemptResult, destination: &Destination) -> Opti
     }
 }
 
-/// Records what an attempt to `destination` said, when its breaker is on and it is worth a
-/// write; the view takes the row back.
-pub(crate) async fn record(shared: &Shared, destination: &Destination, result: &AttemptResult) {
-    let Some(policy) = &destination.breaker else {
-        return;
-    };
-    let Some(outcomes) = outcome(result, destination) else {
-        return;
-    };
-    if !shared.health.worth_recording(&destination.name, &outcomes) {
-        return;
-    }
-    match shared
-        .store
-        .destination_record(&destination.name, &outcomes, policy)
-        .await
-    {
-        Ok(Some(t)) => {
-            shared.health.apply(&t);
-            if t.to == "closed" && t.from != "closed" {
-                // Its ops may be claimed again: loops that found nothing of it ask again.
-                shared.new_work();
-            }
-        }
-        Ok(None) => {}
-        Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
-    }
-}
-
 /// How far back holds are read: twice the longest `max_age`. An op older than that by the
 /// wall clock is still within its budget only if its destination was held for more than
 /// `max_age` in all; holds that ended earlier than this are not subtracted (nor kept, by the
@@ -270,43 +244,152 @@ pub(crate) fn hold_horizon(config: &crate::Config) -> Duration {
         .saturating_mul(2)
 }
 
-/// Re-reads the view until `stop`: every `poll_interval`, at most every second.
-pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let every = shared
-        .config
-        .dispatcher
-        .poll_interval
-        .min(Duration::from_secs(1));
-    let horizon = hold_horizon(&shared.config);
-    loop {
-        let since = OffsetDateTime::now_utc() - horizon;
-        let read = async {
-            let rows = shared.store.destination_list().await?;
-            let holds = shared.store.destination_hold_list(since).await?;
-            Ok::<_, outbox_store::Error>((rows, holds))
+/// The destinations' health as this process sees and changes it: the view, and the writes
+/// that keep the database's rows (the breakers' counts, the probes) and the view in step.
+#[derive(Debug)]
+pub(crate) struct Health {
+    view: View,
+    store: Store,
+    wakes: Arc<Wakes>,
+    db: DbStatus,
+    /// Every configured destination's breaker policy (`None`: no breaker), by name.
+    policies: BTreeMap<String, Option<BreakerPolicy>>,
+    /// How often the view is re-read: `poll_interval`, at most a second.
+    every: Duration,
+    /// How far back holds are read ([`hold_horizon`]).
+    horizon: Duration,
+}
+
+impl Health {
+    /// The health of `config`'s destinations, unknown until [`Health::run`] first reads it.
+    pub(crate) fn new(store: Store, config: &Config, wakes: Arc<Wakes>, db: DbStatus) -> Health {
+        Health {
+            view: View::default(),
+            store,
+            wakes,
+            db,
+            policies: config
+                .destinations
+                .iter()
+                .map(|(name, d)| (name.clone(), d.breaker))
+                .collect(),
+            every: config.dispatcher.poll_interval.min(Duration::from_secs(1)),
+            horizon: hold_horizon(config),
+        }
+    }
+
+    fn policy(&self, destination: &str) -> Option<&BreakerPolicy> {
+        self.policies.get(destination).and_then(Option::as_ref)
+    }
+
+    /// The count of holds this process has applied so far: read before a claim is sent, and
+    /// given to [`Health::held_after`] with each op it took.
+    pub(crate) fn holds_seen(&self) -> HoldsSeen {
+        self.view.holds_seen()
+    }
+
+    /// Whether `destination` became held by a change this process applied after `seen` (see
+    /// [`View::held_after`]): its claimed op is given back.
+    pub(crate) fn held_after(&self, destination: &str, seen: HoldsSeen) -> bool {
+        let breaker_on = self.policy(destination).is_some();
+        self.view.held_after(destination, breaker_on, seen)
+    }
+
+    /// How much of `[from, until]` `destination` was held (open, half-open or paused).
+    pub(crate) fn held_within(
+        &self,
+        destination: &str,
+        from: OffsetDateTime,
+        until: OffsetDateTime,
+    ) -> Duration {
+        self.view.held_within(destination, from, until)
+    }
+
+    /// The destinations whose breaker's probe may be due now (the database decides which
+    /// caller of all instances gets it: [`Health::take_probe`]).
+    pub(crate) fn probes_due(&self) -> Vec<String> {
+        self.policies
+            .iter()
+            .filter_map(|(name, p)| p.as_ref().map(|p| (name, p)))
+            .filter(|(name, policy)| self.view.probe_due(name, policy))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Asks the database for `destination`'s probe; true when this caller got it (the view
+    /// takes the row back).
+    pub(crate) async fn take_probe(&self, destination: &str) -> bool {
+        let Some(policy) = self.policy(destination) else {
+            return false;
         };
-        match read.await {
-            Ok((rows, holds)) => {
-                let released =
-                    shared
-                        .health
-                        .replace(rows, holds, shared.destination_names(), |name| {
-                            shared
-                                .config
-                                .destinations
-                                .get(name)
-                                .is_some_and(|d| d.breaker.is_some())
-                        });
-                if released {
-                    // Another instance or an operator ended a hold: its ops may be due.
-                    shared.new_work();
+        match self.store.destination_probe_take(destination, policy).await {
+            Ok(Some(t)) => {
+                self.view.apply(&t);
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                self.db.failed(m::DbCall::DestinationHealth, &e);
+                false
+            }
+        }
+    }
+
+    /// Records what an attempt to `destination` said, when its breaker is on and it is worth a
+    /// write; the view takes the row back.
+    pub(crate) async fn record(&self, destination: &Destination, result: &AttemptResult) {
+        let Some(policy) = &destination.breaker else {
+            return;
+        };
+        let Some(outcomes) = outcome(result, destination) else {
+            return;
+        };
+        if !self.view.worth_recording(&destination.name, &outcomes) {
+            return;
+        }
+        match self
+            .store
+            .destination_record(&destination.name, &outcomes, policy)
+            .await
+        {
+            Ok(Some(t)) => {
+                self.view.apply(&t);
+                if t.to == "closed" && t.from != "closed" {
+                    // Its ops may be claimed again: loops that found nothing of it ask again.
+                    self.wakes.new_work();
                 }
             }
-            Err(e) => shared.db_failed(m::DbCall::DestinationHealth, &e),
+            Ok(None) => {}
+            Err(e) => self.db.failed(m::DbCall::DestinationHealth, &e),
         }
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
+    }
+
+    /// Re-reads the view until `stop`: every `poll_interval`, at most every second.
+    pub(crate) async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let configured: Vec<String> = self.policies.keys().cloned().collect();
+        loop {
+            let since = OffsetDateTime::now_utc() - self.horizon;
+            let read = async {
+                let rows = self.store.destination_list().await?;
+                let holds = self.store.destination_hold_list(since).await?;
+                Ok::<_, outbox_store::Error>((rows, holds))
+            };
+            match read.await {
+                Ok((rows, holds)) => {
+                    let released = self
+                        .view
+                        .replace(rows, holds, &configured, |name| self.policy(name).is_some());
+                    if released {
+                        // Another instance or an operator ended a hold: its ops may be due.
+                        self.wakes.new_work();
+                    }
+                }
+                Err(e) => self.db.failed(m::DbCall::DestinationHealth, &e),
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.every) => {}
+            }
         }
     }
 }
@@ -336,7 +419,7 @@ mod tests {
     /// whose breaker opens after three.
     #[test]
     fn a_hold_applied_after_the_claim_was_sent_gives_its_ops_back_whatever_the_times() {
-        let view = Health::default();
+        let view = View::default();
         let claimed_at = OffsetDateTime::now_utc();
         let locked_at = claimed_at - Duration::from_millis(5);
         let seen = view.holds_seen();
@@ -393,7 +476,7 @@ mod tests {
                 .render()
                 .contains(&format!("{} 1", series("unknown")))
         );
-        Health::default().replace(Vec::new(), Vec::new(), std::slice::from_ref(&name), |_| {
+        View::default().replace(Vec::new(), Vec::new(), std::slice::from_ref(&name), |_| {
             true
         });
         let page = handle.render();

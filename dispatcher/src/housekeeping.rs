@@ -2,22 +2,23 @@
 //! ops waiting for a destination that is not configured, and the retention purge.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
+use outbox_store::Store;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Config;
 use crate::metrics as m;
-use crate::routes::Shared;
 
 /// Gauges, unrouted-op reports and retention, every few seconds (at most 10 s, and at least
 /// twice per retention period) until shutdown.
-pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
-    let period = (shared.config.dispatcher.retention / 2)
-        .clamp(Duration::from_secs(1), Duration::from_secs(10));
+pub(crate) async fn run(store: Store, config: Config, shutdown: CancellationToken) {
+    let destinations: Vec<String> = config.destinations.keys().cloned().collect();
+    let period =
+        (config.dispatcher.retention / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
     let mut unrouted = Unrouted::default();
     loop {
-        match shared.store.op_stats().await {
+        match store.op_stats().await {
             Ok(stats) => {
                 metrics::gauge!(m::PENDING_OPS).set(stats.pending as f64);
                 metrics::gauge!(m::IN_FLIGHT_OPS).set(stats.in_flight as f64);
@@ -27,15 +28,11 @@ pub(crate) async fn run(shared: Arc<Shared>, shutdown: CancellationToken) {
             }
             Err(e) => tracing::warn!(error = %e, "could not read the outbox's counts"),
         }
-        match shared
-            .store
-            .op_unrouted_list(shared.destination_names(), UNROUTED_SHOWN)
-            .await
-        {
+        match store.op_unrouted_list(&destinations, UNROUTED_SHOWN).await {
             Ok(list) => unrouted.report(list),
             Err(e) => tracing::warn!(error = %e, "could not count unrouted ops"),
         }
-        purge(&shared).await;
+        purge(&store, &config).await;
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
@@ -96,22 +93,17 @@ impl Unrouted {
 
 /// Deletes finished ops past retention, 1000 at a time, until none are left; then the
 /// destinations' holds no dispatcher reads any more.
-async fn purge(shared: &Shared) {
-    purge_ops(shared).await;
-    let horizon =
-        crate::health::hold_horizon(&shared.config).max(shared.config.dispatcher.retention);
-    if let Err(e) = shared.store.destination_hold_purge(horizon).await {
+async fn purge(store: &Store, config: &Config) {
+    purge_ops(store, config.dispatcher.retention).await;
+    let horizon = crate::health::hold_horizon(config).max(config.dispatcher.retention);
+    if let Err(e) = store.destination_hold_purge(horizon).await {
         tracing::warn!(error = %e, "retention purge of destination holds failed");
     }
 }
 
-async fn purge_ops(shared: &Shared) {
+async fn purge_ops(store: &Store, retention: Duration) {
     loop {
-        match shared
-            .store
-            .op_purge_finished(shared.config.dispatcher.retention, 1000)
-            .await
-        {
+        match store.op_purge_finished(retention, 1000).await {
             Ok(n) => {
                 metrics::counter!(m::PURGED).increment(n);
                 if n < 1000 {

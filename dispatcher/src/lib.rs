@@ -30,6 +30,8 @@ mod housekeeping;
 #[cfg(feature = "daemon")]
 pub mod http;
 #[cfg(feature = "daemon")]
+mod leader;
+#[cfg(feature = "daemon")]
 mod limits;
 #[cfg(feature = "daemon")]
 mod membership;
@@ -45,7 +47,11 @@ pub mod retry;
 mod routes;
 pub mod signing;
 #[cfg(feature = "daemon")]
+mod status;
+#[cfg(feature = "daemon")]
 pub mod telemetry;
+#[cfg(feature = "daemon")]
+mod wake;
 
 pub use config::{Config, ConfigError};
 #[cfg(feature = "daemon")]

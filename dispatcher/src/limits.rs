@@ -166,12 +166,13 @@ impl Bucket {
     }
 
     /// Spends a token, or says how long until the next one (at most a minute).
-    pub(crate) fn take(&mut self, now: Instant) -> Result<(), Duration> {
+    #[cfg(test)]
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
         self.take_up_to(1, now).map(|_| ())
     }
 
     /// Spends up to `n` tokens at once, for a claim's ops before it is sent: how many were
-    /// spent, or, when none is left, how long until the next one (as [`Bucket::take`]).
+    /// spent, or, when none is left, how long until the next one (at most a minute).
     pub(crate) fn take_up_to(&mut self, n: usize, now: Instant) -> Result<usize, Duration> {
         self.refill(now);
         if n == 0 {

@@ -1,84 +1,174 @@
 //! This process's row in the membership table: registered at start, heartbeat every third of
 //! the lease TTL on the database clock (with how many partitions it leads), removed when it
 //! shuts down gracefully. Each heartbeat also reads the partition count in force and steps the
-//! loops down when an operator changed it. A crashed or paused process's row stops moving and
+//! loops down when an operator changed it ([`Membership::take_recount`]). A crashed or paused process's row stops moving and
 //! counts as gone once its TTL has passed; rows silent for a day are deleted by the others'
 //! heartbeats.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use outbox_store::Store;
 use outbox_store::membership::{HOST_MAX_CHARS, InstanceBeat};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::metrics as m;
-use crate::routes::Shared;
+use crate::routes::Routes;
+use crate::status::DbStatus;
 
-/// Heartbeats until `stop`, then leaves (waiting at most two seconds for the database).
-pub(crate) async fn run(shared: Arc<Shared>, stop: CancellationToken) {
-    let ttl = shared.config.dispatcher.lease_ttl;
-    let host = host_name();
-    tracing::info!(instance_id = %shared.instance_id, %host, "registering this dispatcher");
-    loop {
-        let beat = InstanceBeat {
-            instance_id: shared.instance_id,
-            host: host.clone(),
-            pid: std::process::id(),
+/// This process's fair share of the partitions (`share[p]`), from the membership; `None` until
+/// the membership was first read: then every partition is tried, as before there was one.
+/// Leases decide who leads either way (G9); the share only says what to try for.
+pub(crate) type Share = Option<Arc<Vec<bool>>>;
+
+/// This process's membership: its id, its share of the partitions, and the partition count
+/// in force when it changed from the one served.
+#[derive(Debug)]
+pub(crate) struct Membership {
+    store: Store,
+    db: DbStatus,
+    /// This process's id in the membership table, fresh at every start.
+    instance_id: Uuid,
+    /// `dispatcher.lease_ttl`: a heartbeat every third of it.
+    ttl: Duration,
+    /// `dispatcher.partitions`: the count served.
+    partitions: u32,
+    /// Says how many partitions this process leads.
+    routes: Arc<Routes>,
+    share: watch::Sender<Share>,
+    /// The partition count in force when it changed from the one served; `stop` is then
+    /// cancelled, and the daemon serves the new count once every loop has stepped down.
+    recount: Mutex<Option<u32>>,
+    stop: CancellationToken,
+}
+
+impl Membership {
+    /// The membership of `instance_id`, serving `partitions` partitions; a change of the count
+    /// in force cancels `stop`.
+    pub(crate) fn new(
+        store: Store,
+        db: DbStatus,
+        instance_id: Uuid,
+        ttl: Duration,
+        partitions: u32,
+        routes: Arc<Routes>,
+        stop: CancellationToken,
+    ) -> Membership {
+        Membership {
+            store,
+            db,
+            instance_id,
             ttl,
-            partitions: shared.config.dispatcher.partitions,
-            led: shared.led(),
-        };
-        match shared.store.instance_heartbeat(&beat).await {
-            Ok(()) => {
-                shared.db_ok();
-                if let Err(e) = shared.store.instance_leave(None).await {
-                    tracing::debug!(error = %e, "could not forget long-gone dispatchers");
-                }
-                match shared.store.instance_list().await {
-                    Ok(rows) => {
-                        let live = rows.iter().filter(|r| r.live).count();
-                        metrics::gauge!(m::INSTANCES).set(live as f64);
-                        let partitions = shared.config.dispatcher.partitions;
-                        let peers: Vec<Uuid> = rows
-                            .iter()
-                            .filter(|r| r.live && r.partitions == partitions)
-                            .map(|r| r.instance_id)
-                            .collect();
-                        shared.set_share(fair_share(shared.instance_id, &peers, partitions));
-                    }
-                    Err(e) => tracing::warn!(error = %e, "could not list the dispatchers"),
-                }
-                // An operator changed the partition count in force: step down, serve the new one.
-                match shared.store.partition_count().await {
-                    Ok(Some(c)) if c.partitions != shared.config.dispatcher.partitions => {
-                        tracing::warn!(
-                            serving = shared.config.dispatcher.partitions,
-                            in_force = c.partitions,
-                            changed_by = %c.changed_by,
-                            reason = %c.reason,
-                            "the partition count in force changed: stepping down"
-                        );
-                        shared.recount(c.partitions);
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not read the partition count in force")
-                    }
-                }
-            }
-            Err(e) => shared.db_failed(m::DbCall::Heartbeat, &e),
-        }
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(ttl / 3) => {}
+            partitions,
+            routes,
+            share: watch::Sender::new(None),
+            recount: Mutex::default(),
+            stop,
         }
     }
-    let leave = shared.store.instance_leave(Some(shared.instance_id));
-    match tokio::time::timeout(Duration::from_secs(2), leave).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "could not leave the membership; the row expires"),
-        Err(_) => tracing::warn!("leaving the membership timed out; the row expires"),
+
+    /// The share, to wait for changes of.
+    pub(crate) fn watch_share(&self) -> watch::Receiver<Share> {
+        self.share.subscribe()
+    }
+
+    /// The count to serve next, if the loops stepped down for a change of the count in force.
+    pub(crate) fn take_recount(&self) -> Option<u32> {
+        self.recount.lock().ok()?.take()
+    }
+
+    /// Sets this process's share of the partitions; wakes the loops only when it changed.
+    fn set_share(&self, share: Vec<bool>) {
+        self.share.send_if_modified(|current| {
+            if current.as_deref() == Some(&share) {
+                return false;
+            }
+            *current = Some(Arc::new(share));
+            true
+        });
+    }
+
+    /// Steps every loop down: the partition count in force is now `partitions`, which the
+    /// daemon serves next.
+    fn recount(&self, partitions: u32) {
+        if let Ok(mut recount) = self.recount.lock() {
+            recount.get_or_insert(partitions);
+        }
+        self.stop.cancel();
+    }
+
+    /// Heartbeats until `stop`, then leaves (waiting at most two seconds for the database).
+    pub(crate) async fn run(self: Arc<Self>) {
+        let host = host_name();
+        tracing::info!(instance_id = %self.instance_id, %host, "registering this dispatcher");
+        loop {
+            let beat = InstanceBeat {
+                instance_id: self.instance_id,
+                host: host.clone(),
+                pid: std::process::id(),
+                ttl: self.ttl,
+                partitions: self.partitions,
+                led: self.routes.led(),
+            };
+            match self.store.instance_heartbeat(&beat).await {
+                Ok(()) => {
+                    self.db.ok();
+                    self.after_beat().await;
+                }
+                Err(e) => self.db.failed(m::DbCall::Heartbeat, &e),
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep(self.ttl / 3) => {}
+            }
+        }
+        let leave = self.store.instance_leave(Some(self.instance_id));
+        match tokio::time::timeout(Duration::from_secs(2), leave).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not leave the membership; the row expires")
+            }
+            Err(_) => tracing::warn!("leaving the membership timed out; the row expires"),
+        }
+    }
+
+    /// After a heartbeat: forgets long-gone dispatchers, reads the live ones (this process's
+    /// share follows), and steps the loops down when an operator changed the count in force.
+    async fn after_beat(&self) {
+        if let Err(e) = self.store.instance_leave(None).await {
+            tracing::debug!(error = %e, "could not forget long-gone dispatchers");
+        }
+        match self.store.instance_list().await {
+            Ok(rows) => {
+                let live = rows.iter().filter(|r| r.live).count();
+                metrics::gauge!(m::INSTANCES).set(live as f64);
+                let peers: Vec<Uuid> = rows
+                    .iter()
+                    .filter(|r| r.live && r.partitions == self.partitions)
+                    .map(|r| r.instance_id)
+                    .collect();
+                self.set_share(fair_share(self.instance_id, &peers, self.partitions));
+            }
+            Err(e) => tracing::warn!(error = %e, "could not list the dispatchers"),
+        }
+        match self.store.partition_count().await {
+            Ok(Some(c)) if c.partitions != self.partitions => {
+                tracing::warn!(
+                    serving = self.partitions,
+                    in_force = c.partitions,
+                    changed_by = %c.changed_by,
+                    reason = %c.reason,
+                    "the partition count in force changed: stepping down"
+                );
+                self.recount(c.partitions);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the partition count in force")
+            }
+        }
     }
 }
 

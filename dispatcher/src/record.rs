@@ -7,14 +7,16 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use backon::{ExponentialBuilder, Retryable as _};
 use opentelemetry::trace::SpanContext;
-use outbox_store::{Completion, Lease, NextState};
+use outbox_store::{Completion, Lease, NextState, Store};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
 use crate::metrics as m;
 use crate::partition::Trust;
-use crate::routes::Shared;
+use crate::routes::Routes;
+use crate::status::DbStatus;
 use crate::telemetry::{self, BatchOutcome};
 
 /// A completion waiting to be written, its attempt's span, and where to say whether it was
@@ -29,16 +31,28 @@ const RECORD_BATCH: usize = 128;
 /// How long a batch waits for the completions of requests still being sent.
 const GATHER: Duration = Duration::from_millis(2);
 
-/// Starts the recorder of a leader's `lease` on `attempts` (so waiting for them waits for it
+/// What the recorder of one leader's term writes with.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    /// Where completions are written.
+    pub(crate) store: Store,
+    /// Told how each write went.
+    pub(crate) db: DbStatus,
+    /// How many requests are being sent (a batch waits a little for their completions).
+    pub(crate) routes: Arc<Routes>,
+    /// The term's lease, checked by every completion (G9).
+    pub(crate) lease: Lease,
+    /// The term's trusted window: a failing write is retried while the lease may be ours.
+    pub(crate) trust: Trust,
+    /// Whether traces are on (each batch is then a span).
+    pub(crate) traces: bool,
+}
+
+/// Starts the recorder of a leader's term on `attempts` (so waiting for them waits for it
 /// too); it ends once every sender of the returned handle is dropped.
-pub(crate) fn spawn(
-    attempts: &TaskTracker,
-    shared: Arc<Shared>,
-    lease: Lease,
-    trust: Trust,
-) -> Recorder {
+pub(crate) fn spawn(attempts: &TaskTracker, writer: Writer) -> Recorder {
     let (recorder, completions) = mpsc::channel(RECORDER_QUEUE);
-    attempts.spawn(record_loop(shared, lease, trust, completions));
+    attempts.spawn(record_loop(writer, completions));
     recorder
 }
 
@@ -58,21 +72,17 @@ pub(crate) async fn submit(
 /// Writes completions in batches, one transaction each: whatever has queued up while the
 /// previous batch was written goes together. Ends when every attempt task and the claim loop
 /// have dropped their senders. See [`record`] for what happens when a batch is refused.
-async fn record_loop(
-    shared: Arc<Shared>,
-    lease: Lease,
-    trust: Trust,
-    mut queue: mpsc::Receiver<Pending>,
-) {
+async fn record_loop(w: Writer, mut queue: mpsc::Receiver<Pending>) {
     let mut batch: Vec<Pending> = Vec::with_capacity(RECORD_BATCH);
+    let lease = &w.lease;
     while queue.recv_many(&mut batch, RECORD_BATCH).await > 0 {
-        gather(&shared, &mut queue, &mut batch).await;
+        gather(&w.routes, &mut queue, &mut batch).await;
         let started = SystemTime::now();
         let completions: Vec<Completion> = batch.iter().map(|(c, _, _)| c.clone()).collect();
-        let applied = record(&shared, &lease, &trust, &completions).await;
-        if shared.config.telemetry.is_some() {
+        let applied = record(&w, &completions).await;
+        if w.traces {
             let attempts = batch.iter().filter_map(|(_, a, _)| a.clone()).collect();
-            telemetry::complete_span(&lease, started, attempts, outcome(&applied));
+            telemetry::complete_span(lease, started, attempts, outcome(&applied));
         }
         for ((completion, _, reply), applied) in batch.drain(..).zip(applied) {
             if applied == Recorded::Discarded {
@@ -88,8 +98,8 @@ async fn record_loop(
 /// [`GATHER`]: one statement for many ops instead of one each when attempts end close together
 /// (the database's cost is mostly per statement), and no wait at all when nothing else is
 /// being sent, so that a lone op is recorded at once.
-async fn gather(shared: &Shared, queue: &mut mpsc::Receiver<Pending>, batch: &mut Vec<Pending>) {
-    let want = (batch.len() + shared.sending()).min(RECORD_BATCH);
+async fn gather(routes: &Routes, queue: &mut mpsc::Receiver<Pending>, batch: &mut Vec<Pending>) {
+    let want = (batch.len() + routes.sending()).min(RECORD_BATCH);
     let more = async {
         while batch.len() < want {
             if queue.recv_many(batch, want - batch.len()).await == 0 {
@@ -129,13 +139,8 @@ enum Recorded {
 /// tried on its own, then without its optional parts (excerpt and error), and then given up,
 /// counted and logged: one unstorable answer never stalls the partition, and nothing else in
 /// the batch is lost.
-async fn record(
-    shared: &Shared,
-    lease: &Lease,
-    trust: &Trust,
-    batch: &[Completion],
-) -> Vec<Recorded> {
-    let refused = match complete_retrying(shared, lease, trust, batch).await {
+async fn record(w: &Writer, batch: &[Completion]) -> Vec<Recorded> {
+    let refused = match complete_retrying(w, batch).await {
         Ok(applied) => return applied,
         Err(Unwritten::LeaseLost) => return vec![Recorded::Dropped; batch.len()],
         Err(Unwritten::Refused(e)) => e,
@@ -146,13 +151,13 @@ async fn record(
         let alone = if batch.len() == 1 {
             Err(Unwritten::Refused(refused.to_string()))
         } else {
-            complete_retrying(shared, lease, trust, std::slice::from_ref(c)).await
+            complete_retrying(w, std::slice::from_ref(c)).await
         };
         let outcome = match alone {
             Ok(applied) => applied[0],
             Err(Unwritten::LeaseLost) => Recorded::Dropped,
             Err(Unwritten::Refused(_)) => {
-                match complete_retrying(shared, lease, trust, &[c.without_details()]).await {
+                match complete_retrying(w, &[c.without_details()]).await {
                     Ok(applied) => applied[0],
                     Err(Unwritten::LeaseLost) => Recorded::Dropped,
                     Err(Unwritten::Refused(e)) => {
@@ -177,53 +182,56 @@ enum Unwritten {
     Refused(String),
 }
 
-/// One completion statement, retried with backoff while the failure may pass and the lease
-/// is still trusted.
+/// One completion statement, retried with backoff (100 ms doubling to 5 s) while the failure
+/// may pass and the lease is still trusted.
 async fn complete_retrying(
-    shared: &Shared,
-    lease: &Lease,
-    trust: &Trust,
+    w: &Writer,
     completions: &[Completion],
 ) -> Result<Vec<Recorded>, Unwritten> {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match shared.store.op_complete_batch(lease, completions).await {
-            Ok(applied) => {
-                shared.db_ok();
-                return Ok(applied
-                    .into_iter()
-                    .map(|a| {
-                        if a {
-                            Recorded::Applied
-                        } else {
-                            Recorded::Discarded
-                        }
-                    })
-                    .collect());
-            }
-            Err(outbox_store::Error::Store(e)) if e.is_retryable() => {
-                shared.db_failed(m::DbCall::Complete, &outbox_store::Error::Store(e));
-                if trust.is_lost() {
-                    tracing::warn!(
-                        count = completions.len(),
-                        "could not record attempts before losing the lease; the next leader re-queues their ops"
-                    );
-                    return Err(Unwritten::LeaseLost);
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(5));
-            }
-            Err(e) => {
-                metrics::counter!(m::DB_ERRORS, "operation" => "complete").increment(1);
-                return Err(Unwritten::Refused(e.to_string()));
-            }
+    let retryable =
+        |e: &outbox_store::Error| matches!(e, outbox_store::Error::Store(e) if e.is_retryable());
+    let written = (|| w.store.op_complete_batch(&w.lease, completions))
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(5))
+                .without_max_times(),
+        )
+        .when(|e| retryable(e) && !w.trust.is_lost())
+        .notify(|e, _| w.db.failed(m::DbCall::Complete, e))
+        .await;
+    match written {
+        Ok(applied) => {
+            w.db.ok();
+            Ok(applied
+                .into_iter()
+                .map(|a| {
+                    if a {
+                        Recorded::Applied
+                    } else {
+                        Recorded::Discarded
+                    }
+                })
+                .collect())
+        }
+        Err(e) if retryable(&e) => {
+            w.db.failed(m::DbCall::Complete, &e);
+            tracing::warn!(
+                count = completions.len(),
+                "could not record attempts before losing the lease; the next leader re-queues their ops"
+            );
+            Err(Unwritten::LeaseLost)
+        }
+        Err(e) => {
+            metrics::counter!(m::DB_ERRORS, "operation" => "complete").increment(1);
+            Err(Unwritten::Refused(e.to_string()))
         }
     }
 }
 
 /// Makes dead a claimed op whose row could not be read: nothing is sent, the attempt is
 /// recorded as failed with what could not be read.
-pub(crate) async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder: &Recorder) {
+pub(crate) async fn bury(u: outbox_store::Unreadable, recorder: &Recorder) {
     metrics::counter!(m::INVALID_OPS, "destination" => "").increment(1);
     tracing::warn!(seq = u.seq, op_id = %u.op_id, reason = %u.reason, "a claimed op's row cannot be read; it is made dead, never sent");
     let completion = Completion {
@@ -242,5 +250,4 @@ pub(crate) async fn bury(shared: &Shared, u: outbox_store::Unreadable, recorder:
         trace_context: None,
     };
     submit(recorder, completion, None).await;
-    shared.wake_all();
 }
