@@ -85,6 +85,11 @@ echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo check -p outboxctl (outboxctl builds without the daemon: no HTTP client, no loops; only the console's server)" && cargo check -p outboxctl --locked
 
+# Issue 35: no two files of a crate take names from each other, directly or through others.
+echo "== module circles (ops/check-module-cycles.py: its self-test, then every crate's src)"
+python3 ops/check-module-cycles.py --self-test
+python3 ops/check-module-cycles.py
+
 # No SQL Server runs on these machines: every T-SQL file is at least parsed by a maintained T-SQL
 # parser (sqlfluff, tsql dialect), installed from PyPI into a virtualenv under target/.
 echo "== T-SQL syntax check (sqlfluff, tsql dialect): store/sql/mssql, migrations/mssql, bench/sql/mssql"

@@ -1,6 +1,9 @@
 //! What the dispatcher reads and writes: claimed ops, the completion of an attempt, and the
-//! partition an instance serves. The SQL enforcing G8/G9 lives in the backend files
+//! partition an instance serves (`Partition`, defined in `model/partition.rs` and re-exported
+//! here). The SQL enforcing G8/G9 lives in the backend files
 //! (`op_claim_due.sql`, `op_complete_if_claimed.sql`, `op_requeue_abandoned.sql`).
+
+pub use crate::model::Partition;
 
 use std::time::Duration;
 
@@ -9,57 +12,12 @@ use uuid::Uuid;
 
 use crate::error::InvalidInput;
 use crate::model::{DestinationName, FencingToken, IdempotencyKey};
-use crate::op::PARTITION_SLOTS;
 use crate::request;
 
 /// The longest error text stored on an attempt or op, in characters.
 pub const ERROR_MAX_CHARS: usize = 2048;
 /// The longest response excerpt stored on an attempt, in characters.
 pub const EXCERPT_MAX_CHARS: usize = 1024;
-
-/// Which share of the ops a dispatcher partition serves: slots with `slot % count == index`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Partition {
-    count: u32,
-    index: u32,
-}
-
-impl Partition {
-    /// What every partition lease's resource name starts with.
-    pub const LEASE_PREFIX: &'static str = "dispatcher/";
-
-    /// Partition `index` of `count` (1..=1024 partitions).
-    pub fn new(index: u32, count: u32) -> Result<Self, InvalidInput> {
-        if count == 0 || count > PARTITION_SLOTS {
-            return Err(InvalidInput::new(
-                "partitions",
-                format!("must be 1..={PARTITION_SLOTS}, got {count}"),
-            ));
-        }
-        if index >= count {
-            return Err(InvalidInput::new(
-                "partition",
-                format!("{index} is not below the partition count {count}"),
-            ));
-        }
-        Ok(Partition { count, index })
-    }
-
-    /// How many partitions there are.
-    pub fn count(self) -> u32 {
-        self.count
-    }
-
-    /// This partition's number.
-    pub fn index(self) -> u32 {
-        self.index
-    }
-
-    /// The resource of this partition's dispatcher lease: `dispatcher/<index>`.
-    pub fn lease_resource(self) -> String {
-        format!("{}{}", Self::LEASE_PREFIX, self.index)
-    }
-}
 
 /// An op claimed for one delivery attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -400,17 +358,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn partitions_are_bounded_and_named() {
-        assert_eq!(
-            Partition::new(0, 1).unwrap().lease_resource(),
-            "dispatcher/0"
-        );
-        assert!(Partition::new(1, 1).is_err());
-        assert!(Partition::new(0, 0).is_err());
-        assert!(Partition::new(0, 1025).is_err());
-    }
 
     #[test]
     fn stored_texts_are_escaped_and_cut_at_character_boundaries() {

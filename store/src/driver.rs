@@ -6,16 +6,19 @@
 //! things that truly differ: how a write transaction begins. Everything else a backend does
 //! (statements that run alone on the pool, claims, batch completions, wake-ups) stays in its
 //! own module, called through `Store`.
+//!
+//! The statements speak the store's vocabulary (`model/`) and return the rows only the flows
+//! read (`rows.rs`); this file names no flow module, so the flows depend on it and never the
+//! other way round.
 
 use std::ops::DerefMut;
 
-use crate::admin::{Change, Locked};
-use crate::dispatch::Partition;
-use crate::enqueue::{FoundOp, LeaseSeen};
 use crate::error::{Backend, Error};
-use crate::migrate::{AppliedMigration, Migration};
-use crate::model::{Lease, ResourceName};
+use crate::model::{
+    AppliedMigration, Change, DestinationHealth, Hold, Lease, Migration, Partition, ResourceName,
+};
 use crate::op::NewOp;
+use crate::rows::{FoundOp, LeaseSeen, Locked};
 
 /// One backend's statements and transactions, for the flows. Implemented by each backend's
 /// pool type; the flows are generic over it and monomorphised, so nothing is boxed.
@@ -104,17 +107,15 @@ pub(crate) trait Driver: Sync {
     async fn destination_lock(
         c: &mut Self::Conn,
         name: &str,
-    ) -> Result<(crate::health::DestinationHealth, time::OffsetDateTime), Error>;
+    ) -> Result<(DestinationHealth, time::OffsetDateTime), Error>;
     /// `destination_write.sql`: the breaker row as decided.
-    async fn destination_write(
-        c: &mut Self::Conn,
-        health: &crate::health::DestinationHealth,
-    ) -> Result<(), Error>;
+    async fn destination_write(c: &mut Self::Conn, health: &DestinationHealth)
+    -> Result<(), Error>;
     /// `destination_hold_insert.sql`: a hold that ended.
     async fn destination_hold_insert(
         c: &mut Self::Conn,
         name: &str,
-        hold: crate::health::Hold,
+        hold: Hold,
     ) -> Result<(), Error>;
     /// `admin_purge_count.sql`: (state, ops) of what a purge would delete.
     async fn admin_purge_count(

@@ -10,16 +10,9 @@ use uuid::Uuid;
 
 use crate::driver::{Driver, finish};
 use crate::error::Error;
-use crate::model::{FencingToken, Lease, OwnerId};
+use crate::model::Lease;
 use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, RejectReason};
-
-/// The lease row as the enqueue saw it: owner, token and whether it was unexpired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LeaseSeen {
-    pub(crate) owner_id: Option<OwnerId>,
-    pub(crate) fence: FencingToken,
-    pub(crate) live: bool,
-}
+use crate::rows::{FoundOp, LeaseSeen};
 
 /// Decides whether `lease` may enqueue, given the lease row seen atomically with the insert.
 pub(crate) fn check_lease(seen: Option<LeaseSeen>, lease: &Lease) -> Result<(), RejectReason> {
@@ -42,10 +35,6 @@ pub(crate) fn check_lease(seen: Option<LeaseSeen>, lease: &Lease) -> Result<(), 
         Some(_) => Ok(()),
     }
 }
-
-/// The op found under an enqueue's (destination, idempotency key): (seq, op id, request
-/// hash, state).
-pub(crate) type FoundOp = (i64, Uuid, Vec<u8>, String);
 
 /// Tells a duplicate (same request: return the existing op) from a conflict (G7).
 pub(crate) fn duplicate_or_conflict(
@@ -165,7 +154,7 @@ pub(crate) async fn in_transaction<D: Driver>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ResourceName;
+    use crate::model::{FencingToken, OwnerId, ResourceName};
     use time::OffsetDateTime;
 
     fn lease(token: i64) -> Lease {

@@ -15,150 +15,20 @@
 //! runs locked in one transaction (the flows below), so two instances never both take a probe.
 //! A stretch during which a destination was held (open, half-open or paused) is kept in
 //! `outbox_destination_holds` once it ends: an op's `max_age` does not count it.
+//!
+//! The row and its parts (`DestinationHealth`, `BreakerState`, `Pause`, `Hold`) live in
+//! `model/health.rs`, where the statements read and write them; they are re-exported here.
+
+pub use crate::model::{BreakerState, DestinationHealth, Hold, Pause};
 
 use std::time::Duration;
 
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::admin::Change;
 use crate::driver::Driver;
-use crate::error::{Error, InvalidInput};
-use crate::model::DestinationName;
-
-/// A destination's breaker state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BreakerState {
-    /// Delivering.
-    Closed,
-    /// Failing: nothing is claimed until the next probe.
-    Open,
-    /// One probe op is under way.
-    HalfOpen,
-}
-
-impl BreakerState {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half_open",
-        }
-    }
-
-    /// The state stored as `name`.
-    pub fn parse(name: &str) -> Result<BreakerState, InvalidInput> {
-        match name {
-            "closed" => Ok(BreakerState::Closed),
-            "open" => Ok(BreakerState::Open),
-            "half_open" => Ok(BreakerState::HalfOpen),
-            other => Err(InvalidInput::new(
-                "state",
-                format!("{other:?} is not closed, open or half_open"),
-            )),
-        }
-    }
-}
-
-/// An operator's pause of a destination.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pause {
-    /// Since when (database clock).
-    #[serde(with = "time::serde::rfc3339")]
-    pub at: OffsetDateTime,
-    /// Who paused it.
-    pub by: String,
-    /// Why.
-    pub reason: String,
-}
-
-/// One destination's row of `outbox_destinations`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DestinationHealth {
-    /// The destination's name.
-    pub destination: String,
-    /// The breaker's state.
-    pub state: BreakerState,
-    /// Failed or unknown attempts since the last healthy answer.
-    pub consecutive_failures: u32,
-    /// Openings since it was last closed (the cooldown doubles with each).
-    pub openings: u32,
-    /// When it last opened.
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub opened_at: Option<OffsetDateTime>,
-    /// When an open destination may be probed.
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub next_probe_at: Option<OffsetDateTime>,
-    /// When the probe under way was taken (half-open).
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub probe_started_at: Option<OffsetDateTime>,
-    /// The last failure's error (never a body or header value).
-    pub last_error: Option<String>,
-    /// When the last failure was recorded.
-    #[serde(with = "time::serde::rfc3339::option")]
-    pub last_failure_at: Option<OffsetDateTime>,
-    /// The operator's pause, if paused.
-    pub paused: Option<Pause>,
-    /// When the row last changed.
-    #[serde(with = "time::serde::rfc3339")]
-    pub changed_at: OffsetDateTime,
-}
-
-impl DestinationHealth {
-    /// A destination without a row: closed, never failed.
-    pub fn closed(destination: &str, now: OffsetDateTime) -> DestinationHealth {
-        DestinationHealth {
-            destination: destination.to_owned(),
-            state: BreakerState::Closed,
-            consecutive_failures: 0,
-            openings: 0,
-            opened_at: None,
-            next_probe_at: None,
-            probe_started_at: None,
-            last_error: None,
-            last_failure_at: None,
-            paused: None,
-            changed_at: now,
-        }
-    }
-
-    /// Whether its ops may be claimed as usual: closed and not paused.
-    pub fn delivering(&self) -> bool {
-        self.state == BreakerState::Closed && self.paused.is_none()
-    }
-
-    /// What operators see: `paused`, else the breaker's state.
-    pub fn shown_state(&self) -> &'static str {
-        if self.paused.is_some() {
-            "paused"
-        } else {
-            self.state.as_str()
-        }
-    }
-
-    /// Since when it has been held (open, half-open or paused), if it is.
-    pub fn held_since(&self) -> Option<OffsetDateTime> {
-        let opened = (self.state != BreakerState::Closed)
-            .then_some(self.opened_at)
-            .flatten();
-        let paused = self.paused.as_ref().map(|p| p.at);
-        match (opened, paused) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-}
-
-/// A stretch during which a destination was held, once it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hold {
-    /// When it began.
-    pub from: OffsetDateTime,
-    /// When it ended.
-    pub until: OffsetDateTime,
-}
+use crate::error::Error;
+use crate::model::{Change, DestinationName};
 
 /// A destination's breaker settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,9 +225,9 @@ macro_rules! health_row {
         let paused_at: Option<time::OffsetDateTime> = $r.col("paused_at")?;
         let paused_by: Option<String> = $r.col("paused_by")?;
         let pause_reason: Option<String> = $r.col("pause_reason")?;
-        $crate::health::DestinationHealth {
+        $crate::model::DestinationHealth {
             destination: $r.col("destination")?,
-            state: $crate::health::BreakerState::parse(&$r.col::<String>("state")?)?,
+            state: $crate::model::BreakerState::parse(&$r.col::<String>("state")?)?,
             consecutive_failures: count($r.col("consecutive_failures")?),
             openings: count($r.col("openings")?),
             opened_at: $r.col("opened_at")?,
@@ -366,9 +236,7 @@ macro_rules! health_row {
             last_error: $r.col("last_error")?,
             last_failure_at: $r.col("last_failure_at")?,
             paused: match (paused_at, paused_by, pause_reason) {
-                (Some(at), Some(by), Some(reason)) => {
-                    Some($crate::health::Pause { at, by, reason })
-                }
+                (Some(at), Some(by), Some(reason)) => Some($crate::model::Pause { at, by, reason }),
                 _ => None,
             },
             changed_at: $r.col("changed_at")?,

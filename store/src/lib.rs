@@ -26,6 +26,7 @@ pub mod partitioning;
 mod postgres;
 pub mod renewal;
 pub mod request;
+mod rows;
 mod sqlite;
 pub mod text;
 
@@ -425,13 +426,13 @@ impl Store {
     pub async fn partition_count_set(
         &self,
         partitions: u32,
-        change: &admin::Change,
+        change: &model::Change,
     ) -> Result<partitioning::PartitionCountChange, Error> {
         on_backend!(self, b => partitioning::set(b, partitions, change).await)
     }
 
     /// Every destination's breaker row (`health`); a destination without one is closed.
-    pub async fn destination_list(&self) -> Result<Vec<health::DestinationHealth>, Error> {
+    pub async fn destination_list(&self) -> Result<Vec<model::DestinationHealth>, Error> {
         on_backend!(self, b => b.destination_list().await)
     }
 
@@ -439,7 +440,7 @@ impl Store {
     pub async fn destination_hold_list(
         &self,
         since: time::OffsetDateTime,
-    ) -> Result<Vec<(String, health::Hold)>, Error> {
+    ) -> Result<Vec<(String, model::Hold)>, Error> {
         on_backend!(self, b => b.destination_hold_list(since).await)
     }
 
@@ -477,7 +478,7 @@ impl Store {
         &self,
         destination: &str,
         paused: bool,
-        change: &admin::Change,
+        change: &model::Change,
     ) -> Result<Option<health::Transition>, Error> {
         on_backend!(self, b => health::set_paused(b, destination, paused, change).await)
     }

@@ -1,36 +1,14 @@
 //! The versioned schema: `migrations/<backend>/NNNN_name.sql`, embedded at build time, applied
 //! in order inside one transaction, recorded with a SHA-256 checksum. An applied file that has
-//! changed, or an applied version this build does not know, is an error.
+//! changed, or an applied version this build does not know, is an error. [`Migration`] and
+//! [`AppliedMigration`] are defined in `model/migration.rs` and re-exported here.
 
-use std::fmt::Write as _;
+pub use crate::model::{AppliedMigration, Migration};
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::driver::Driver;
 use crate::error::{Backend, MigrateError};
-
-/// One migration file of one backend.
-#[derive(Debug, Clone, Copy)]
-pub struct Migration {
-    /// The number in the file name; the same change has the same number on every backend.
-    pub version: i64,
-    /// The name after the number, without `.sql`.
-    pub name: &'static str,
-    /// The file's text.
-    pub sql: &'static str,
-}
-
-impl Migration {
-    /// Hex SHA-256 of the file's text, recorded when applied.
-    pub fn checksum(&self) -> String {
-        let digest = Sha256::digest(self.sql.as_bytes());
-        digest.iter().fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-    }
-}
 
 macro_rules! migration {
     ($backend:literal, $version:literal, $name:literal) => {
@@ -106,17 +84,6 @@ pub fn migrations(backend: Backend) -> &'static [Migration] {
     }
 }
 
-/// A migration as recorded in `outbox_schema_migrations`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppliedMigration {
-    /// Its number.
-    pub version: i64,
-    /// Its name.
-    pub name: String,
-    /// The checksum recorded when it was applied.
-    pub checksum: String,
-}
-
 /// What a migration run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct MigrationReport {
@@ -158,7 +125,6 @@ pub(crate) fn plan(
     Ok((pending, report))
 }
 
-/// `NNNN_name`, as in the file name.
 /// Applies the migrations this build carries that the database lacks, in one transaction that
 /// no other migrating process runs beside (the same flow for every backend).
 pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Error> {
@@ -174,6 +140,7 @@ pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Erro
     Ok(report)
 }
 
+/// `NNNN_name`, as in the file name.
 pub(crate) fn label(m: &Migration) -> String {
     format!("{:04}_{}", m.version, m.name)
 }

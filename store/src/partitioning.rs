@@ -9,9 +9,9 @@
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::admin::Change;
 use crate::driver::Driver;
 use crate::error::{Error, InvalidInput};
+use crate::model::Change;
 use crate::op::PARTITION_SLOTS;
 
 /// The partition count in force, and who set it when and why.

@@ -1,8 +1,10 @@
 //! Configuration in two stages: the TOML layers (embedded defaults, the user's file, `OUTBOX_*`
 //! environment overrides, `${NAME}` interpolation) make a [`RawConfig`] (`raw`), and
-//! [`Config::try_from`] validates it into the typed values below (`validate`). The loader takes
-//! the file text and an environment map, so tests never touch the process environment.
+//! [`Config::try_from`] validates it into the typed values below (`validate`, `[telemetry]` in
+//! `telemetry`, the value parsers both use in `parse`). The loader takes the file text and an
+//! environment map, so tests never touch the process environment.
 
+mod parse;
 mod raw;
 mod redact;
 mod telemetry;

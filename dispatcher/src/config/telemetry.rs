@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use url::Url;
 
+use super::parse::{bounded_duration, int};
 use super::raw::{OtelEnv, RawTelemetry};
-use super::validate::{bounded_duration, int};
 use super::{ConfigError, Sampler, Secret, TelemetryConfig, err};
 
 /// Where spans go when `OTEL_TRACES_EXPORTER=otlp` names no endpoint: the specification's

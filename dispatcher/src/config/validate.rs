@@ -11,6 +11,7 @@ use http::{HeaderName, HeaderValue};
 use outbox_store::{DestinationName, TtlBounds};
 use url::Url;
 
+use super::parse::{bounded_duration, duration, int};
 use super::raw::{RawBreaker, RawConfig, RawConsole, RawDestination, RawDispatcher, RawRetry};
 use super::{
     Config, ConfigError, ConsoleConfig, Destination, DispatcherConfig, RetryPolicy, Secret, err,
@@ -420,51 +421,6 @@ fn proxy(key: &str, text: &str) -> Result<Secret, ConfigError> {
         }
         _ => Err(err(key, "must be an http:// or https:// URL with a host")),
     }
-}
-
-pub(super) fn duration(key: &str, text: &str) -> Result<Duration, ConfigError> {
-    humantime::parse_duration(text).map_err(|e| {
-        err(
-            key,
-            format!("{text:?} is not a duration like 500ms, 15s or 3d: {e}"),
-        )
-    })
-}
-
-/// `value` when it lies in `range`, converted to the field's type; otherwise an error naming
-/// `key` and the range.
-pub(super) fn int<T: TryFrom<i64>>(
-    key: &str,
-    value: i64,
-    range: std::ops::RangeInclusive<i64>,
-) -> Result<T, ConfigError> {
-    if !range.contains(&value) {
-        return Err(err(
-            key,
-            format!("must be {}..={}, got {value}", range.start(), range.end()),
-        ));
-    }
-    T::try_from(value).map_err(|_| err(key, format!("{value} is out of range")))
-}
-
-/// A duration between `min` and `max`, inclusive.
-pub(super) fn bounded_duration(
-    key: &str,
-    text: &str,
-    min: Duration,
-    max: Duration,
-) -> Result<Duration, ConfigError> {
-    let d = duration(key, text)?;
-    if d < min || d > max {
-        let h = |d: Duration| humantime::format_duration(d).to_string();
-        let min = if min.is_zero() {
-            "0s".to_owned()
-        } else {
-            h(min)
-        };
-        return Err(err(key, format!("must be between {min} and {}", h(max))));
-    }
-    Ok(d)
 }
 
 #[cfg(test)]

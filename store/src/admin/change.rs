@@ -3,20 +3,12 @@
 //! transaction (a dispatcher's claim skips locked rows and its completion waits), so an op is
 //! never in two states; a dry run rolls back having changed nothing.
 
-use crate::admin::{Change, ChangeReport, PurgeReport, Skipped};
+use crate::admin::{ChangeReport, PurgeReport, Skipped};
 use crate::driver::Driver;
 use crate::error::{Error, InvalidInput};
+use crate::model::Change;
 use crate::op::OpState;
-
-/// An op as read under the change's lock.
-#[derive(Debug, Clone)]
-pub(crate) struct Locked {
-    pub(crate) seq: i64,
-    pub(crate) op_id: String,
-    pub(crate) state: String,
-    pub(crate) token: i64,
-    pub(crate) resource_token: Option<i64>,
-}
+use crate::rows::Locked;
 
 /// The two changes operators make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //! replay, cancel, purge, rejections and tail. This module holds what they read and what they
 //! report; the rules and flows of replay, cancel and purge live once in [`change`], the
 //! statements' binding and decoding of both sqlx backends once in [`sqlx_admin`]; each backend
-//! reads and writes with its own `sql/<backend>/admin_*.sql`.
+//! reads and writes with its own `sql/<backend>/admin_*.sql`. [`Change`] (who changes ops and
+//! why) is defined in `model/change.rs` and re-exported here.
 //!
 //! Replay and cancel lock the ops they change (a dispatcher's claim skips locked rows, its
 //! completion waits), decide from the state read under that lock, change and log in the same
@@ -12,12 +13,12 @@ pub(crate) mod change;
 pub(crate) mod sqlx_admin;
 mod store;
 
-pub(crate) use change::{Action, Locked};
+pub use crate::model::Change;
+pub(crate) use change::Action;
 
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::error::InvalidInput;
 use crate::model::{FencingToken, LeaseRow};
 use crate::op::OpState;
 
@@ -199,44 +200,6 @@ pub struct Status {
     pub partition_count: Option<crate::partitioning::PartitionCount>,
 }
 
-/// Who changes ops, why, and how carefully.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    /// Who: an operator's name, recorded in `outbox_admin_log`.
-    pub actor: String,
-    /// Why, recorded in `outbox_admin_log`.
-    pub reason: String,
-    /// Replay delivered ops and ops of superseded tokens too.
-    pub force: bool,
-    /// Decide and report, then roll back: nothing changes, nothing is logged.
-    pub dry_run: bool,
-}
-
-impl Change {
-    /// Checks the actor and reason: both needed, both bounded.
-    pub fn validate(&self) -> Result<(), InvalidInput> {
-        for (field, value, max) in [("actor", &self.actor, 200), ("reason", &self.reason, 2000)] {
-            if value.trim().is_empty() {
-                return Err(InvalidInput::new(field, "is required"));
-            }
-            if value.chars().count() > max {
-                return Err(InvalidInput::new(
-                    field,
-                    format!("is longer than {max} characters"),
-                ));
-            }
-            // Kept in the admin log and shown to other operators: text, not terminal control.
-            if value
-                .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t')
-            {
-                return Err(InvalidInput::new(field, "must not hold control characters"));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// An op a replay or cancel left alone (skipped), and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skipped {
@@ -274,24 +237,4 @@ pub struct PurgeReport {
     pub total: i64,
     /// Whether it was a dry run.
     pub dry_run: bool,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_change_needs_an_actor_and_a_reason() {
-        let mut c = Change {
-            actor: "ana".into(),
-            reason: "destination fixed".into(),
-            force: false,
-            dry_run: false,
-        };
-        assert!(c.validate().is_ok());
-        c.reason = " ".into();
-        assert!(c.validate().is_err());
-        c.reason = "fixed\0\x1b[2J".into();
-        assert!(c.validate().is_err());
-    }
 }

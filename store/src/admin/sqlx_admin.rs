@@ -10,11 +10,12 @@ use sqlx::{
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::admin::{AttemptRow, Change, Locked, OpDetail, OpFilter, OpSummary, StateCount, Status};
+use crate::admin::{AttemptRow, OpDetail, OpFilter, OpSummary, StateCount, Status};
 use crate::dispatch::parse_headers;
 use crate::error::{Backend, Error};
-use crate::model::FencingToken;
+use crate::model::{Change, FencingToken};
 use crate::op::RejectionRow;
+use crate::rows::Locked;
 
 /// One backend's admin statements, one per `sql/<backend>/admin_*.sql` file.
 pub(crate) struct AdminSql {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::admin;
 use crate::admin::sqlx_admin::SqlxAdmin as _;
-use crate::dispatch::Partition;
 use crate::error::Error;
+use crate::model::{Change, Partition};
 use crate::op::{OpState, RejectionRow};
 use crate::{BackendStore, Store, on_backend};
 
@@ -74,7 +74,7 @@ impl Store {
     pub async fn admin_replay(
         &self,
         seqs: &[i64],
-        change: &admin::Change,
+        change: &Change,
     ) -> Result<admin::ChangeReport, Error> {
         self.admin_change(admin::Action::Replay, seqs, change).await
     }
@@ -84,7 +84,7 @@ impl Store {
     pub async fn admin_cancel(
         &self,
         seqs: &[i64],
-        change: &admin::Change,
+        change: &Change,
     ) -> Result<admin::ChangeReport, Error> {
         self.admin_change(admin::Action::Cancel, seqs, change).await
     }
@@ -93,7 +93,7 @@ impl Store {
         &self,
         action: admin::Action,
         seqs: &[i64],
-        change: &admin::Change,
+        change: &Change,
     ) -> Result<admin::ChangeReport, Error> {
         change.validate()?;
         let mut all = admin::ChangeReport {
@@ -116,7 +116,7 @@ impl Store {
         &self,
         states: &[OpState],
         older_than: Duration,
-        change: &admin::Change,
+        change: &Change,
     ) -> Result<admin::PurgeReport, Error> {
         change.validate()?;
         admin::change::check_purge_states(states)?;

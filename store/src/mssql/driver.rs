@@ -204,13 +204,13 @@ impl Driver for MsStore {
     async fn destination_lock(
         c: &mut Client,
         name: &str,
-    ) -> Result<(crate::health::DestinationHealth, OffsetDateTime), Error> {
+    ) -> Result<(crate::model::DestinationHealth, OffsetDateTime), Error> {
         health::lock(c, name).await
     }
 
     async fn destination_write(
         c: &mut Client,
-        health: &crate::health::DestinationHealth,
+        health: &crate::model::DestinationHealth,
     ) -> Result<(), Error> {
         health::write(c, health).await
     }
@@ -218,7 +218,7 @@ impl Driver for MsStore {
     async fn destination_hold_insert(
         c: &mut Client,
         name: &str,
-        hold: crate::health::Hold,
+        hold: crate::model::Hold,
     ) -> Result<(), Error> {
         health::hold_insert(c, name, hold).await
     }

@@ -4,7 +4,8 @@
 
 use super::dispatch::iso_time;
 use super::*;
-use crate::health::{DestinationHealth, Hold, health_row};
+use crate::health::health_row;
+use crate::model::{DestinationHealth, Hold};
 
 const DESTINATION_ENSURE: &str = include_str!("../../sql/mssql/destination_ensure.sql");
 const DESTINATION_LOCK: &str = include_str!("../../sql/mssql/destination_lock.sql");

@@ -27,19 +27,19 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 use crate::StoreOptions;
-use crate::admin::{Change, Locked};
 use crate::dispatch::{
-    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
+    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Unreadable, parse_headers,
 };
 use crate::driver::Driver;
-use crate::enqueue::{self, FoundOp, LeaseSeen};
+use crate::enqueue;
 use crate::error::{Backend, Error, InvalidInput};
 use crate::json::list as json_list;
-use crate::migrate::{AppliedMigration, Migration};
 use crate::model::{
-    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
+    AppliedMigration, Change, DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow,
+    Migration, OrderKey, OwnerId, Partition, ResourceName,
 };
 use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, Rejection, RejectionRow};
+use crate::rows::{FoundOp, LeaseSeen, Locked};
 
 use config::MssqlUrl;
 use error::{Thrown, map_err, map_pool_err, thrown_by};

@@ -212,13 +212,13 @@ impl Driver for PgStore {
     async fn destination_lock(
         c: &mut PgConnection,
         name: &str,
-    ) -> Result<(crate::health::DestinationHealth, OffsetDateTime), Error> {
+    ) -> Result<(crate::model::DestinationHealth, OffsetDateTime), Error> {
         health::lock(c, name).await
     }
 
     async fn destination_write(
         c: &mut PgConnection,
-        health: &crate::health::DestinationHealth,
+        health: &crate::model::DestinationHealth,
     ) -> Result<(), Error> {
         health::write(c, health).await
     }
@@ -226,7 +226,7 @@ impl Driver for PgStore {
     async fn destination_hold_insert(
         c: &mut PgConnection,
         name: &str,
-        hold: crate::health::Hold,
+        hold: crate::model::Hold,
     ) -> Result<(), Error> {
         health::hold_insert(c, name, hold).await
     }

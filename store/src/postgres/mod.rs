@@ -28,19 +28,18 @@ use uuid::Uuid;
 
 use crate::StoreOptions;
 use crate::admin::sqlx_admin::SqlxAdmin;
-use crate::admin::{Change, Locked};
 use crate::dispatch::{
-    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Partition, Unreadable, parse_headers,
+    ClaimRoom, Claimed, ClaimedOp, Completion, OpStats, Unreadable, parse_headers,
 };
 use crate::driver::Driver;
-use crate::enqueue::{self, FoundOp, LeaseSeen, check_lease};
+use crate::enqueue::{self, check_lease};
 use crate::error::{Backend, Error, StoreError, StoreErrorKind};
-use crate::migrate::AppliedMigration;
-use crate::migrate::Migration;
 use crate::model::{
-    DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow, OrderKey, OwnerId, ResourceName,
+    AppliedMigration, Change, DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow,
+    Migration, OrderKey, OwnerId, Partition, ResourceName,
 };
 use crate::op::{EnqueueResult, Enqueued, NewOp, NotEnqueued, Rejection, RejectionRow};
+use crate::rows::{FoundOp, LeaseSeen, Locked};
 
 const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
     include_str!("../../sql/postgres/op_insert_batch_if_lease_held.sql");

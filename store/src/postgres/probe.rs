@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use backon::{BackoffBuilder as _, ExponentialBuilder};
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use tokio::sync::watch;
@@ -205,14 +206,24 @@ fn say_found(server: &str, reached: Reached, why: &str) {
 const POOLED_MODE: &str = "every statement is unnamed and runs in a transaction of its own, \
 and LISTEN runs only on database.listen_url (the dispatcher polls otherwise)";
 
-/// Probes `connect` again, first after [`FIRST_REPROBE`] and then at doubling pauses, until a
-/// probe tells, the store is closed, or it is dropped. A probe that cannot connect (the
-/// server is down) tells nothing either.
+/// The pauses before each probe again: [`FIRST_REPROBE`], doubling up to [`LAST_REPROBE`],
+/// then that pause for as long as it takes. No jitter: one store probes, not a crowd.
+fn reprobe_pauses() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::new()
+        .with_min_delay(FIRST_REPROBE)
+        .with_factor(2.0)
+        .with_max_delay(LAST_REPROBE)
+        .without_max_times()
+        .build()
+}
+
+/// Probes `connect` again after each of [`reprobe_pauses`], until a probe tells, the store is
+/// closed, or it is dropped. A probe that cannot connect (the server is down) tells nothing
+/// either.
 fn probe_again(route: &Arc<Route>, connect: PgConnectOptions) {
     let (route, stop) = (Arc::downgrade(route), route.stop.clone());
     tokio::spawn(async move {
-        let mut pause = FIRST_REPROBE;
-        loop {
+        for pause in reprobe_pauses() {
             let found = tokio::select! {
                 () = stop.cancelled() => return,
                 found = async {
@@ -231,7 +242,6 @@ fn probe_again(route: &Arc<Route>, connect: PgConnectOptions) {
                 Ok((found, why)) => return store.learn(found, why),
                 Err(e) => tracing::debug!(server = %store.server, error = %e, "cannot probe"),
             }
-            pause = (pause * 2).min(LAST_REPROBE);
         }
     });
 }
@@ -299,4 +309,21 @@ async fn backend_pid(c: &mut PgConnection, sql: &'static str) -> Result<String, 
     use sqlx::Row as _;
     let row = sqlx::raw_sql(sql).fetch_one(c).await.map_err(map_err)?;
     row.try_get::<String, _>(0).map_err(map_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reprobing_waits_2_s_then_doubles_up_to_5_min_and_stays_there() {
+        let secs: Vec<u64> = reprobe_pauses().take(11).map(|d| d.as_secs()).collect();
+        assert_eq!(secs, [2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        assert!(reprobe_pauses().take(11).all(|d| d.subsec_nanos() == 0));
+        assert_eq!(
+            reprobe_pauses().nth(10_000),
+            Some(LAST_REPROBE),
+            "never gives up"
+        );
+    }
 }

@@ -241,13 +241,13 @@ impl Driver for SqliteStore {
     async fn destination_lock(
         c: &mut SqliteConnection,
         name: &str,
-    ) -> Result<(crate::health::DestinationHealth, OffsetDateTime), Error> {
+    ) -> Result<(crate::model::DestinationHealth, OffsetDateTime), Error> {
         health::lock(c, name).await
     }
 
     async fn destination_write(
         c: &mut SqliteConnection,
-        health: &crate::health::DestinationHealth,
+        health: &crate::model::DestinationHealth,
     ) -> Result<(), Error> {
         health::write(c, health).await
     }
@@ -255,7 +255,7 @@ impl Driver for SqliteStore {
     async fn destination_hold_insert(
         c: &mut SqliteConnection,
         name: &str,
-        hold: crate::health::Hold,
+        hold: crate::model::Hold,
     ) -> Result<(), Error> {
         health::hold_insert(c, name, hold).await
     }

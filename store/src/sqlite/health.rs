@@ -3,7 +3,8 @@
 //! (`crate::health`).
 
 use super::*;
-use crate::health::{DestinationHealth, Hold, health_row};
+use crate::health::health_row;
+use crate::model::{DestinationHealth, Hold};
 
 const DESTINATION_ENSURE: &str = include_str!("../../sql/sqlite/destination_ensure.sql");
 const DESTINATION_LOCK: &str = include_str!("../../sql/sqlite/destination_lock.sql");
