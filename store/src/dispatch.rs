@@ -7,6 +7,7 @@ pub use crate::model::Partition;
 
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable as _};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
@@ -344,14 +345,18 @@ where
     Fut: std::future::Future<Output = Result<(), E>>,
     E: std::fmt::Display,
 {
-    let mut backoff = Duration::from_millis(100);
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .without_max_times();
     loop {
-        match watch().await {
-            Ok(()) => backoff = Duration::from_millis(100),
-            Err(e) => tracing::warn!(error = %e, "{what} interrupted; reconnecting"),
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        // Until a clean end (never an error: the schedule has no last try), then again after
+        // the shortest pause, the schedule started over.
+        let _ = (|| watch())
+            .retry(backoff)
+            .notify(|e, _| tracing::warn!(error = %e, "{what} interrupted; reconnecting"))
+            .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
