@@ -561,3 +561,109 @@ async fn set_listening(h: &Handles, partition: Partition, listening: bool) -> bo
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use outbox_producer::{Operation, Outbox};
+    use outbox_store::{ResourceName, StoreOptions, TtlBounds};
+
+    use super::*;
+
+    /// A dispatcher's handles on a migrated SQLite file in `dir`, one partition, destination
+    /// `api`, leases of 1 s and more allowed.
+    async fn handles(dir: &tempfile::TempDir) -> Handles {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let text = format!(
+            "[database]\nurl = \"sqlite://{}\"\n[lease]\nmin_ttl = \"1s\"\n\
+             [dispatcher]\npartitions = 1\nlease_ttl = \"3s\"\nlisten = \"\"\n\
+             [destinations.api]\nbase_url = \"http://127.0.0.1:1\"\ntimeout = \"1s\"\n",
+            dir.path().join("o.db").display()
+        );
+        let config = Config::load(Some(&text), &HashMap::new()).unwrap();
+        let options = StoreOptions {
+            lease_ttl: TtlBounds::new(Duration::from_secs(1), Duration::from_secs(60)).unwrap(),
+            ..StoreOptions::default()
+        };
+        let store = Store::connect(config.database_url.expose(), options)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let (wakes, db) = (Arc::new(Wakes::new(1)), DbStatus::default());
+        Handles {
+            health: Arc::new(Health::new(
+                store.clone(),
+                &config,
+                wakes.clone(),
+                db.clone(),
+            )),
+            routes: Arc::new(Routes::new(&config).unwrap()),
+            store,
+            db,
+            wakes,
+            settings: Settings::of(&config),
+        }
+    }
+
+    /// Issue 35, item 5: no claim before the re-queue of what an older token left in flight.
+    /// A term exists only once that re-queue is done: the op an expired leader left in flight
+    /// is pending again when `try_lead` returns, before the term can claim anything; and a
+    /// graceful step-down releases the lease (its token stays, its owner goes).
+    #[tokio::test]
+    async fn a_term_begins_only_after_the_requeue_and_ends_by_releasing_its_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let h = handles(&dir).await;
+        let outbox = Outbox::from_store(h.store.clone());
+        let producer = outbox
+            .try_acquire("billing:1", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        let op = Operation::post("api", "/v1/a")
+            .idempotency_key("a")
+            .build()
+            .unwrap();
+        outbox.enqueue(&producer, &op).await.unwrap();
+        // An older leader claims it, then its lease lapses (1 s).
+        let partition = Partition::new(0, 1).unwrap();
+        let resource = ResourceName::new(partition.lease_resource()).unwrap();
+        let old = h
+            .store
+            .lease_try_acquire(&resource, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .unwrap();
+        let rooms = [ClaimRoom::new("api", 1)];
+        let claimed = h
+            .store
+            .op_claim(&old, partition, &rooms, &[], 1, 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(claimed.ops.len(), 1);
+        assert_eq!(h.store.op_stats().await.unwrap().in_flight, 1);
+        let shutdown = CancellationToken::new();
+        let leader = loop {
+            match Leader::try_lead(&h, partition, &shutdown).await {
+                Term::Won(leader) => break leader,
+                Term::Standby | Term::Ended => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        let stats = h.store.op_stats().await.unwrap();
+        assert_eq!((stats.pending, stats.in_flight), (1, 0), "re-queued first");
+        assert!(leader.leadership.lease.token > old.token);
+        assert_eq!(h.routes.led(), 1, "the term counts in the limits");
+        let token = leader.leadership.lease.token;
+        leader.step_down(StepDown::Shutdown).await;
+        assert_eq!(h.routes.led(), 0);
+        let row = h
+            .store
+            .lease_list()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|l| l.resource == resource)
+            .unwrap();
+        assert_eq!((row.owner_id, row.token, row.held), (None, token, false));
+    }
+}
