@@ -3,9 +3,7 @@
 //! read over a small pool of their own, connected once the daemon's database answers, so an
 //! operator's pages never take a connection the partition loops need.
 
-use std::time::Duration;
-
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::Retryable as _;
 use outbox_console::{Console, Options};
 use outbox_store::{Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
@@ -42,13 +40,7 @@ pub(crate) fn connect(console: Console, config: &Config, stop: CancellationToken
     };
     tokio::spawn(async move {
         let connecting = (|| Store::connect(url.expose(), options.clone()))
-            .retry(
-                ExponentialBuilder::default()
-                    .with_min_delay(Duration::from_millis(200))
-                    .with_max_delay(Duration::from_secs(10))
-                    .with_jitter()
-                    .without_max_times(),
-            )
+            .retry(crate::status::reconnect_backoff())
             .notify(|e, backoff| {
                 tracing::warn!(error = %e, ?backoff, "console: cannot connect its pool; retrying")
             });

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::Retryable as _;
 use outbox_store::partitioning::PartitionCount;
 use outbox_store::{Partition, Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
@@ -399,13 +398,7 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
         Ok::<_, outbox_store::Error>(store)
     };
     let connecting = attempt
-        .retry(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(10))
-                .with_jitter()
-                .without_max_times(),
-        )
+        .retry(crate::status::reconnect_backoff())
         .when(|e| matches!(e, outbox_store::Error::Store(e) if e.is_retryable()))
         .notify(
             |e, backoff| tracing::warn!(error = %e, ?backoff, "database unreachable; retrying"),

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::Retryable as _;
 use opentelemetry::trace::SpanContext;
 use outbox_store::{ClaimRoom, ClaimedOp, Lease, Partition, Store};
 use tokio_util::sync::CancellationToken;
@@ -518,12 +518,7 @@ async fn requeue_abandoned(
 ) -> bool {
     let (lease, partition) = (&leadership.lease, leadership.partition);
     let requeue = (|| h.store.op_requeue_abandoned(lease, partition))
-        .retry(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(5))
-                .without_max_times(),
-        )
+        .retry(crate::status::retry_backoff())
         .notify(|e, _| h.db.failed(m::DbCall::RequeueAbandoned, e));
     let requeued = tokio::select! {
         requeued = requeue => requeued,

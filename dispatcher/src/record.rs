@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use backon::{ExponentialBuilder, Retryable as _};
+use backon::Retryable as _;
 use opentelemetry::trace::SpanContext;
 use outbox_store::{Completion, Lease, NextState, Store};
 use tokio::sync::{mpsc, oneshot};
@@ -191,12 +191,7 @@ async fn complete_retrying(
     let retryable =
         |e: &outbox_store::Error| matches!(e, outbox_store::Error::Store(e) if e.is_retryable());
     let written = (|| w.store.op_complete_batch(&w.lease, completions))
-        .retry(
-            ExponentialBuilder::default()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(5))
-                .without_max_times(),
-        )
+        .retry(crate::status::retry_backoff())
         .when(|e| retryable(e) && !w.trust.is_lost())
         .notify(|e, _| w.db.failed(m::DbCall::Complete, e))
         .await;
