@@ -1,6 +1,8 @@
 -- Layout b, a floor: a job table without history, in the shape of graphile-worker's (not its
 -- schema): the claim marks due rows locked, a HOT update (the claim's index does not cover what
 -- it changes), and success deletes the row. No lease, no idempotency key, no attempt rows.
+-- Fillfactor 50: at 100 the pages are full of ~600-byte rows when the claims come, and the
+-- claim was HOT for 3% of the rows (71 µs and 1,550 B of WAL per delivered op in this loop).
 CREATE TABLE jobs (
     id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue_name  text        NULL,
@@ -12,7 +14,7 @@ CREATE TABLE jobs (
     locked_at   timestamptz NULL,
     locked_by   text        NULL,
     created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
-);
+) WITH (fillfactor = 50);
 CREATE INDEX jobs_due_idx ON jobs (run_at, id);
 
 CREATE PROCEDURE bench_enqueue(n integer)

@@ -41,6 +41,12 @@ FROM bench_result ORDER BY at;
 SQL
 }
 
+# How many of the table's updates were HOT (the statistics flushed first).
+hot() {
+    printf 'SELECT pg_stat_force_next_flush();\n'
+    printf 'SELECT relname, n_tup_upd, n_tup_hot_upd, round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct FROM pg_stat_user_tables WHERE relname = %s;\n' "'$1'"
+}
+
 for layout in $layouts; do
     case $layout in
     a)
@@ -52,7 +58,7 @@ for layout in $layouts; do
         } | fresh proto36_a
         ;;
     b)
-        { cat "$here/common.sql" "$here/b_job_table.sql"; measure; } | fresh proto36_b
+        { cat "$here/common.sql" "$here/b_job_table.sql"; measure; hot jobs; } | fresh proto36_b
         ;;
     c[0-9]*)
         ff=${layout#c}
@@ -61,8 +67,7 @@ for layout in $layouts; do
             printf '\\set fillfactor %s\n' "$ff"
             cat "$here/c_split.sql"
             measure
-            printf 'SELECT pg_stat_force_next_flush();\n'
-            printf 'SELECT n_tup_upd, n_tup_hot_upd, round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct FROM pg_stat_user_tables WHERE relname = %s;\n' "'outbox_queue'"
+            hot outbox_queue
         } | fresh proto36_c
         ;;
     d)
