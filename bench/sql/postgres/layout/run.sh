@@ -6,7 +6,8 @@
 # Usage: bash bench/sql/postgres/layout/run.sh [DATABASE_URL] [layouts...]
 #   DATABASE_URL: a database the role can connect to and CREATE DATABASE from (default
 #   postgres://postgres@127.0.0.1:5432/postgres); the role must be allowed to CHECKPOINT.
-#   layouts: any of a b c40 c70 c100 d checks (default: all). Env OPS (default 50000).
+#   layouts: any of a b c100 c70 c40 d e checks (default: all but e, which needs the pgq
+#   extension on the server). Env OPS (default 50000).
 set -euo pipefail
 
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
@@ -72,6 +73,10 @@ for layout in $layouts; do
         ;;
     d)
         { cat "$here/common.sql"; printf '\\set fillfactor 100\n'; cat "$here/c_split.sql" "$here/d_batch_claim.sql"; measure; } | fresh proto36_d
+        ;;
+    e)
+        # Needs the pgq extension installed on the server (Debian: postgresql-15-pgq3).
+        { cat "$here/common.sql" "$here/e_pgq.sql"; measure; } | fresh proto36_e
         ;;
     checks)
         {
