@@ -6,7 +6,7 @@
 # Usage: bash bench/sql/postgres/layout/run.sh [DATABASE_URL] [layouts...]
 #   DATABASE_URL: a database the role can connect to and CREATE DATABASE from (default
 #   postgres://postgres@127.0.0.1:5432/postgres); the role must be allowed to CHECKPOINT.
-#   layouts: any of a b c100 c70 c40 d e checks (default: all but e, which needs the pgq
+#   layouts: any of a b c100 c70 c40 d e checks correctness (default: all but e, which needs the pgq
 #   extension on the server). Env OPS (default 50000).
 set -euo pipefail
 
@@ -73,6 +73,9 @@ for layout in $layouts; do
         ;;
     d)
         { cat "$here/common.sql"; printf '\\set fillfactor 100\n'; cat "$here/c_split.sql" "$here/d_batch_claim.sql"; measure; } | fresh proto36_d
+        ;;
+    correctness)
+        { cat "$here/common.sql"; printf '\\set fillfactor 40\n'; cat "$here/c_split.sql" "$here/d_batch_claim.sql" "$here/correctness.sql"; } | fresh proto36_correctness
         ;;
     e)
         # Needs the pgq extension installed on the server (Debian: postgresql-15-pgq3).
