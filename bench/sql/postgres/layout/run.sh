@@ -6,8 +6,8 @@
 # Usage: bash bench/sql/postgres/layout/run.sh [DATABASE_URL] [layouts...]
 #   DATABASE_URL: a database the role can connect to and CREATE DATABASE from (default
 #   postgres://postgres@127.0.0.1:5432/postgres); the role must be allowed to CHECKPOINT.
-#   layouts: any of a b c100 c70 c40 d e checks correctness (default: all but e, which needs the pgq
-#   extension on the server). Env OPS (default 50000).
+#   layouts: any of a b c100 c70 c40 d e checks correctness (default: all but e, which needs
+#   the pgq extension on the server, and correctness). Env OPS (default 50000).
 set -euo pipefail
 
 url=${1:-postgres://postgres@127.0.0.1:5432/postgres}
