@@ -267,15 +267,16 @@ impl Leader {
         Some(exhausted)
     }
 
-    /// Tries the probe of every held destination whose probe may be due and that could start
-    /// an attempt within the trusted window: one op of it, if this partition has one.
+    /// Tries the probe of every held destination whose probe may be due, when an attempt to it
+    /// fits the trusted window: one op of it, if this partition has one and a slot is free
+    /// (`probe_one` reserves it first).
     pub(crate) async fn probe(&self) {
         for destination in self.h.health.probes_due() {
             let timeout = self
                 .h
                 .routes
                 .longest_timeout(std::slice::from_ref(&destination));
-            if self.h.routes.can_start(&destination) && self.cx.trust.covers(timeout) {
+            if self.cx.trust.covers(timeout) {
                 self.probe_one(&destination).await;
             }
         }

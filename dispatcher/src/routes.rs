@@ -281,15 +281,6 @@ impl Routes {
         })
     }
 
-    /// Whether an attempt to `destination` could start now: configured, a slot free and not
-    /// throttled (a probe is worth asking the database for).
-    pub(crate) fn can_start(&self, destination: &str) -> bool {
-        self.routes
-            .get(destination)
-            .is_some_and(|r| r.slots.available() > 0 && self.global.available_permits() > 0)
-            && !self.throttled().contains_key(destination)
-    }
-
     /// How many requests this process is sending now to destinations without a breaker (their
     /// slots are freed when the exchange ends; a breaker's are held until the outcome is
     /// recorded, so they would count attempts already waiting for the recorder).
