@@ -190,11 +190,10 @@ async fn replay_refuses_superseded_delivered_and_in_flight_ops(db: TestDb) {
         .await
         .unwrap();
     let flying = outbox.enqueue(&newer, &statement("flying")).await.unwrap();
-    db.execute("UPDATE outbox_ops SET state = 'dead' WHERE idempotency_key = 'old-token'")
+    db.force_state(Some("old-token"), "dead", None, None).await;
+    db.force_state(Some("delivered"), "delivered", None, None)
         .await;
-    db.execute("UPDATE outbox_ops SET state = 'delivered' WHERE idempotency_key = 'delivered'")
-        .await;
-    db.execute("UPDATE outbox_ops SET state = 'in_flight', claimed_by_fence = 1 WHERE idempotency_key = 'flying'")
+    db.force_state(Some("flying"), "in_flight", None, Some(1))
         .await;
 
     for (seq, why) in [
@@ -290,7 +289,7 @@ async fn dry_runs_change_nothing(db: TestDb) {
     for key in ["a", "b", "c"] {
         outbox.enqueue(&lease, &statement(key)).await.unwrap();
     }
-    db.execute("UPDATE outbox_ops SET state = 'dead', finished_at = '2020-01-01T00:00:00.000Z' WHERE idempotency_key = 'a'")
+    db.force_state(Some("a"), "dead", Some("2020-01-01T00:00:00.000Z"), None)
         .await;
     let before = (db.snapshot().await, db.ops().await);
     let replay = ctl(
@@ -341,10 +340,20 @@ async fn purge_deletes_old_finished_ops_only(db: TestDb) {
     for key in ["old", "recent", "live"] {
         outbox.enqueue(&lease, &statement(key)).await.unwrap();
     }
-    db.execute("UPDATE outbox_ops SET state = 'delivered', finished_at = '2020-01-01T00:00:00.000Z' WHERE idempotency_key = 'old'")
-        .await;
-    db.execute("UPDATE outbox_ops SET state = 'delivered', finished_at = '2999-01-01T00:00:00.000Z' WHERE idempotency_key = 'recent'")
-        .await;
+    db.force_state(
+        Some("old"),
+        "delivered",
+        Some("2020-01-01T00:00:00.000Z"),
+        None,
+    )
+    .await;
+    db.force_state(
+        Some("recent"),
+        "delivered",
+        Some("2999-01-01T00:00:00.000Z"),
+        None,
+    )
+    .await;
     let refused = ctl(&db, &["purge", "--older-than", "1d", "--state", "pending"]).await;
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     let out = ctl(&db, &["purge", "--older-than", "1d"]).await;
@@ -646,10 +655,15 @@ async fn operators_terminals_never_receive_control_characters(db: TestDb) {
         .unwrap();
     let op = outbox.enqueue(&lease, &op).await.unwrap();
     let headers = serde_json::json!([[format!("X-{EVIL}"), EVIL]]).to_string();
-    db.execute(sql(format!(
-        "UPDATE outbox_ops SET idempotency_key = 'key{EVIL}', resource = 'res{EVIL}', \
-         last_error = 'error{EVIL}', order_key = 'order{EVIL}', \
-         content_type = 'type/{EVIL}', headers = '{headers}' WHERE idempotency_key = 'evil'"
+    db.execute(db.layout(&format!(
+        "UPDATE outbox_queue SET last_error = 'error{EVIL}' WHERE id = {}",
+        op.seq
+    )))
+    .await;
+    db.execute(db.layout(&format!(
+        "UPDATE outbox_requests SET idempotency_key = 'key{EVIL}', resource = 'res{EVIL}', \
+         order_key = 'order{EVIL}', content_type = 'type/{EVIL}', headers = '{headers}' \
+         WHERE idempotency_key = 'evil'"
     )))
     .await;
     db.execute(sql(format!(

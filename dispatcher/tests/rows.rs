@@ -21,14 +21,14 @@ async fn enqueue(outbox: &Outbox, op: &Operation) {
 }
 
 /// Runs `pg` on PostgreSQL (and on SQL Server, whose T-SQL they are too) or `sqlite` on
-/// SQLite, one statement each.
+/// SQLite, one statement each, written against the queue layout's tables ([`TestDb::layout`]).
 async fn plant(db: &TestDb, pg: &[&'static str], sqlite: &[&'static str]) {
     let statements = match db.kind() {
         Kind::Postgres | Kind::Mssql => pg,
         Kind::Sqlite => sqlite,
     };
     for sql in statements {
-        db.execute(sql).await;
+        db.execute(db.layout(sql)).await;
     }
 }
 
@@ -71,14 +71,14 @@ async fn g11_planted_rows_are_never_sent_and_dead_with_the_rule_named(db: TestDb
     let drop_rules: &[&'static str] = match db.kind() {
         // The same rules, under SQL Server's constraint names (migrations/mssql).
         Kind::Mssql => &[
-            "ALTER TABLE outbox_ops DROP CONSTRAINT CK_outbox_ops_path_format",
-            "ALTER TABLE outbox_ops DROP CONSTRAINT CK_outbox_ops_method",
-            "ALTER TABLE outbox_ops DROP CONSTRAINT CK_outbox_ops_headers_array",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT CK_outbox_ops_path_format",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT CK_outbox_ops_method",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT CK_outbox_ops_headers_array",
         ],
         _ => &[
-            "ALTER TABLE outbox_ops DROP CONSTRAINT outbox_ops_path_format",
-            "ALTER TABLE outbox_ops DROP CONSTRAINT outbox_ops_method",
-            "ALTER TABLE outbox_ops DROP CONSTRAINT outbox_ops_headers_array",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT outbox_ops_path_format",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT outbox_ops_method",
+            "ALTER TABLE outbox_requests DROP CONSTRAINT outbox_ops_headers_array",
         ],
     };
     plant(
@@ -88,29 +88,29 @@ async fn g11_planted_rows_are_never_sent_and_dead_with_the_rule_named(db: TestDb
     )
     .await;
     let at = format!(
-        "UPDATE outbox_ops SET path = '@{}/stolen' WHERE idempotency_key = 'p-at'",
+        "UPDATE outbox_requests SET path = '@{}/stolen' WHERE idempotency_key = 'p-at'",
         elsewhere.url().trim_start_matches("http://")
     );
-    db.execute(Box::leak(at.into_boxed_str())).await;
+    db.execute(db.layout(&at)).await;
     for sql in [
-        "UPDATE outbox_ops SET path = '.evil.example/x' WHERE idempotency_key = 'p-dot-host'",
-        "UPDATE outbox_ops SET path = ':8443/x' WHERE idempotency_key = 'p-port'",
-        "UPDATE outbox_ops SET path = '/v1/../../admin' WHERE idempotency_key = 'p-climb'",
-        "UPDATE outbox_ops SET path = '/v1/%2e%2e/%2E%2e/admin' WHERE idempotency_key = 'p-encoded-climb'",
-        "UPDATE outbox_ops SET headers = '[[\"Host\",\"evil.example\"]]' WHERE idempotency_key = 'h-host'",
-        "UPDATE outbox_ops SET headers = '[[\"Authorization\",\"Bearer stolen\"]]' WHERE idempotency_key = 'h-auth'",
-        "UPDATE outbox_ops SET headers = '[[\"X-Evil\",\"a\\r\\nInjected: 1\"]]' WHERE idempotency_key = 'h-crlf'",
-        "UPDATE outbox_ops SET headers = '{\"X-Evil\":\"1\"}' WHERE idempotency_key = 'h-not-pairs'",
-        "UPDATE outbox_ops SET idempotency_key = 'k space' WHERE idempotency_key = 'k-space'",
+        "UPDATE outbox_requests SET path = '.evil.example/x' WHERE idempotency_key = 'p-dot-host'",
+        "UPDATE outbox_requests SET path = ':8443/x' WHERE idempotency_key = 'p-port'",
+        "UPDATE outbox_requests SET path = '/v1/../../admin' WHERE idempotency_key = 'p-climb'",
+        "UPDATE outbox_requests SET path = '/v1/%2e%2e/%2E%2e/admin' WHERE idempotency_key = 'p-encoded-climb'",
+        "UPDATE outbox_requests SET headers = '[[\"Host\",\"evil.example\"]]' WHERE idempotency_key = 'h-host'",
+        "UPDATE outbox_requests SET headers = '[[\"Authorization\",\"Bearer stolen\"]]' WHERE idempotency_key = 'h-auth'",
+        "UPDATE outbox_requests SET headers = '[[\"X-Evil\",\"a\\r\\nInjected: 1\"]]' WHERE idempotency_key = 'h-crlf'",
+        "UPDATE outbox_requests SET headers = '{\"X-Evil\":\"1\"}' WHERE idempotency_key = 'h-not-pairs'",
+        "UPDATE outbox_requests SET idempotency_key = 'k space' WHERE idempotency_key = 'k-space'",
     ] {
-        db.execute(sql).await;
+        db.execute(db.layout(sql)).await;
     }
     plant(
         &db,
-        &["UPDATE outbox_ops SET method = 'TRACE' WHERE idempotency_key = 'm-trace'"],
+        &["UPDATE outbox_requests SET method = 'TRACE' WHERE idempotency_key = 'm-trace'"],
         // SQLite cannot drop a CHECK constraint; this connection ignores them instead.
         &[
-            "PRAGMA ignore_check_constraints = ON; UPDATE outbox_ops SET method = 'TRACE' WHERE idempotency_key = 'm-trace'",
+            "PRAGMA ignore_check_constraints = ON; UPDATE outbox_requests SET method = 'TRACE' WHERE idempotency_key = 'm-trace'",
         ],
     )
     .await;
@@ -167,27 +167,29 @@ async fn g11_the_table_refuses_rows_that_break_the_rules_it_can_check(db: TestDb
     let outbox = db.outbox().await;
     enqueue(&outbox, &post("api", "/v1/items", "k")).await;
     for sql in [
-        "UPDATE outbox_ops SET path = 'v1/items'",
-        "UPDATE outbox_ops SET path = '//evil.example/x'",
-        "UPDATE outbox_ops SET path = '/a b'",
-        "UPDATE outbox_ops SET headers = '{\"X\":\"1\"}'",
+        "UPDATE outbox_requests SET path = 'v1/items'",
+        "UPDATE outbox_requests SET path = '//evil.example/x'",
+        "UPDATE outbox_requests SET path = '/a b'",
+        "UPDATE outbox_requests SET headers = '{\"X\":\"1\"}'",
     ] {
-        let refused = db.try_execute(sql).await;
+        let refused = db.try_execute(db.layout(sql)).await;
         assert!(refused.is_err(), "{sql} was accepted");
     }
     let refused = match db.kind() {
         Kind::Postgres => {
-            db.try_execute("UPDATE outbox_ops SET body = decode(repeat('00', 16777217), 'hex')")
+            db.try_execute(db.layout(
+                "UPDATE outbox_requests SET body = decode(repeat('00', 16777217), 'hex')",
+            ))
                 .await
         }
         Kind::Sqlite => {
-            db.try_execute("UPDATE outbox_ops SET body = zeroblob(16777217)")
+            db.try_execute(db.layout("UPDATE outbox_requests SET body = zeroblob(16777217)"))
                 .await
         }
         Kind::Mssql => {
-            db.try_execute(
-                "UPDATE outbox_ops SET body = CAST(REPLICATE(CAST('0' AS varchar(max)), 16777217) AS varbinary(max))",
-            )
+            db.try_execute(db.layout(
+                "UPDATE outbox_requests SET body = CAST(REPLICATE(CAST('0' AS varchar(max)), 16777217) AS varbinary(max))",
+            ))
             .await
         }
     };
@@ -207,8 +209,10 @@ async fn g11_a_row_that_cannot_be_read_is_dead_and_the_partition_goes_on(db: Tes
     enqueue(&outbox, &post("api", "/v1/items", "good")).await;
     // Headers that are a JSON array, as the table requires, but not of pairs: before, the
     // whole claim failed on it and was retried forever, the claimed ops stuck in flight.
-    db.execute("UPDATE outbox_ops SET headers = '[1, 2]' WHERE idempotency_key = 'unreadable'")
-        .await;
+    db.execute(db.layout(
+        "UPDATE outbox_requests SET headers = '[1, 2]' WHERE idempotency_key = 'unreadable'",
+    ))
+    .await;
     // An op id that is no UUID (SQLite stores it as text): before, reading it panicked the
     // partition's loop, and its lease went on being renewed with nobody claiming (a zombie
     // leader no standby could replace). PostgreSQL's uuid column cannot hold one, nor SQL
@@ -216,7 +220,7 @@ async fn g11_a_row_that_cannot_be_read_is_dead_and_the_partition_goes_on(db: Tes
     plant(
         &db,
         &[],
-        &["UPDATE outbox_ops SET op_id = 'not-a-uuid' WHERE idempotency_key = 'no-uuid'"],
+        &["UPDATE outbox_requests SET op_id = 'not-a-uuid' WHERE idempotency_key = 'no-uuid'"],
     )
     .await;
     let running = dispatch(&db, &destination_at("api", &api.url(), ""));

@@ -135,6 +135,21 @@ fn sql_files_are_the_same_for_every_backend_and_all_used() {
     }
 }
 
+/// Migrations PostgreSQL has and another backend does not have yet, and why: each is a step of
+/// an open issue, and the backend gets the same file when that step reaches it.
+const MIGRATION_NOT_YET: &[(&str, &str, &str)] = &[
+    (
+        "sqlite",
+        "0013_queue_layout.sql",
+        "issue 36 moves PostgreSQL to the queue layout first; SQLite follows with the same version",
+    ),
+    (
+        "mssql",
+        "0013_queue_layout.sql",
+        "issue 36 moves PostgreSQL to the queue layout first; SQL Server follows with the same version",
+    ),
+];
+
 #[test]
 fn migrations_are_the_same_for_every_backend_and_all_embedded() {
     let migrations = root().join("../migrations");
@@ -145,8 +160,17 @@ fn migrations_are_the_same_for_every_backend_and_all_embedded() {
         crate::Backend::Mssql,
     ] {
         let files = names(&migrations.join(backend.name()));
+        let expected: BTreeSet<String> = pg
+            .iter()
+            .filter(|f| {
+                !MIGRATION_NOT_YET
+                    .iter()
+                    .any(|(b, file, _)| *b == backend.name() && file == f)
+            })
+            .cloned()
+            .collect();
         assert_eq!(
-            files, pg,
+            files, expected,
             "migrations/{backend} differs from migrations/postgres"
         );
         let embedded: BTreeSet<String> = crate::migrate::migrations(backend)

@@ -43,6 +43,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0010, "pooler_safe_sessions"),
     migration!("postgres", 0011, "claim_honours_holds"),
     migration!("postgres", 0012, "claim_room_per_destination"),
+    migration!("postgres", 0013, "queue_layout"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[

@@ -201,10 +201,8 @@ async fn issue12_a_purge_keeps_an_op_replayed_meanwhile(db: TestDb) {
             .unwrap();
         outbox.enqueue(&producer, &op).await.unwrap();
     }
-    db.execute(
-        "UPDATE outbox_ops SET state = 'delivered', finished_at = '2000-01-01T00:00:00.000Z'",
-    )
-    .await;
+    db.force_state(None, "delivered", Some("2000-01-01T00:00:00.000Z"), None)
+        .await;
     // The replay's transaction: the op is pending again, not yet committed.
     let replay = Replay::begin(&db).await;
     // Retention and `outboxctl purge`, both at once.
@@ -262,16 +260,17 @@ enum Replay {
 }
 
 impl Replay {
-    const SQL: &'static str = "UPDATE outbox_ops SET state = 'pending', finished_at = NULL \
-                               WHERE idempotency_key = 'replayed'";
-
     async fn begin(db: &TestDb) -> Replay {
         use sqlx::Connection as _;
+        let sql = db.state_sql(Some("replayed"), "pending", None, None);
         match db.kind() {
             Kind::Postgres => {
                 let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
                 sqlx::query("BEGIN").execute(&mut c).await.unwrap();
-                sqlx::query(Self::SQL).execute(&mut c).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
                 Replay::Postgres(c)
             }
             Kind::Sqlite => {
@@ -280,13 +279,16 @@ impl Replay {
                     .execute(&mut c)
                     .await
                     .unwrap();
-                sqlx::query(Self::SQL).execute(&mut c).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
                 Replay::Sqlite(c, tokio::time::Instant::now())
             }
             Kind::Mssql => {
                 let mut c = outbox_store::mssql::connect(db.url()).await.unwrap();
                 Self::mssql(&mut c, "BEGIN TRANSACTION").await;
-                Self::mssql(&mut c, Self::SQL).await;
+                Self::mssql(&mut c, sql).await;
                 Replay::Mssql(Box::new(c))
             }
         }

@@ -14,6 +14,7 @@ pub mod process;
 pub mod receiver;
 pub mod rng;
 pub mod slow_link;
+mod tamper;
 pub mod wait;
 
 pub use cases::{EnqueueCase, enqueue_cases};

@@ -1,7 +1,9 @@
 -- Record the ends of many attempts in one statement (the recorder's batch): each op becomes
--- delivered, pending again (retry) or dead, and gets its attempt row (G6, G9). Each applies only
--- while the op is in flight under this partition lease and token, and the lease still has this
--- owner and token (share-locked: no takeover commits under it); the others change nothing.
+-- delivered, pending again (retry) or dead, and gets its attempt row (G6, G9). A delivered or
+-- dead op's queue row is deleted and its finished row appended; a retried op's queue row gets
+-- its new due time and gives up its claim. Each applies only while the op is claimed by this
+-- partition lease and token, and the lease still has this owner and token (share-locked: no
+-- takeover commits under it); the others change nothing.
 -- Parameters: $1 partition lease resource, $2 owner id, $3 dispatcher token, then one array
 -- element per completion: $4 op row ids, $5 new states, $6 retry delays (ms), $7 errors,
 -- $8 attempt numbers, $9 attempt start times, $10 outcomes, $11 HTTP statuses, $12 excerpts,
@@ -17,32 +19,49 @@ WITH lease AS (
                 $9::timestamptz[], $10::text[], $11::int[], $12::text[], $13::text[])
          AS c(id, state, delay_ms, error, attempt, started_at, outcome, http_status, excerpt,
               trace)
-), done AS (
-    UPDATE outbox_ops o
-    SET state = c.state,
-        claimed_by_fence = NULL,
+), ended AS (
+    DELETE FROM outbox_queue q
+    USING c
+    WHERE q.id = c.id
+      AND c.state IN ('delivered', 'dead')
+      AND q.claimed_by_fence = $3
+      AND q.claimed_by_lease = $1
+      AND EXISTS (SELECT 1 FROM lease)
+    RETURNING q.id, c.state, q.attempts, q.next_attempt_at, q.retry_base_attempts,
+              q.retry_since, c.error, c.trace
+), finished AS (
+    INSERT INTO outbox_finished (id, state, attempts, next_attempt_at, finished_at, last_error,
+                                 retry_base_attempts, retry_since, last_attempt_trace)
+    SELECT id, state, attempts, next_attempt_at, clock_timestamp(), error, retry_base_attempts,
+           retry_since, trace
+    FROM ended
+), retried AS (
+    UPDATE outbox_queue q
+    SET claimed_by_fence = NULL,
         claimed_by_lease = NULL,
         claimed_at = NULL,
-        next_attempt_at = CASE WHEN c.state = 'pending'
-                               THEN clock_timestamp() + c.delay_ms * interval '1 millisecond'
-                               ELSE o.next_attempt_at END,
-        delivered_at = CASE WHEN c.state = 'delivered' THEN clock_timestamp() ELSE o.delivered_at END,
-        finished_at = CASE WHEN c.state IN ('delivered', 'dead') THEN clock_timestamp() ELSE NULL END,
+        next_attempt_at = clock_timestamp() + c.delay_ms * interval '1 millisecond',
         last_error = c.error,
         last_attempt_trace = c.trace
     FROM c
-    WHERE o.id = c.id
-      AND o.state = 'in_flight'
-      AND o.claimed_by_fence = $3
-      AND o.claimed_by_lease = $1
+    WHERE q.id = c.id
+      AND c.state = 'pending'
+      AND q.claimed_by_fence = $3
+      AND q.claimed_by_lease = $1
       AND EXISTS (SELECT 1 FROM lease)
-    RETURNING o.id, o.op_id
+    RETURNING q.id
+), done AS (
+    SELECT id FROM ended
+    UNION ALL
+    SELECT id FROM retried
 ), attempts AS (
     INSERT INTO outbox_attempts (op_id, attempt, dispatcher_fence, started_at, finished_at,
                                  outcome, http_status, error, response_excerpt, trace_context)
-    SELECT done.op_id, c.attempt, $3, c.started_at, clock_timestamp(), c.outcome,
+    SELECT r.op_id, c.attempt, $3, c.started_at, clock_timestamp(), c.outcome,
            c.http_status, c.error, c.excerpt, c.trace
-    FROM done JOIN c ON c.id = done.id
+    FROM done
+    JOIN c ON c.id = done.id
+    JOIN outbox_requests r ON r.id = done.id
     ON CONFLICT (op_id, attempt) DO NOTHING
 )
 SELECT id FROM done

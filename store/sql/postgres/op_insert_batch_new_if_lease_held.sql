@@ -9,15 +9,8 @@ WITH lease AS (
     FROM outbox_leases
     WHERE resource = $1
     FOR SHARE
-), inserted AS (
-    INSERT INTO outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
-                            request_hash, order_key, partition, method, path, headers,
-                            content_type, body, expire_with_generation, next_attempt_at,
-                            trace_context, trace_state)
-    SELECT u.op_id, $1, $3, $2, u.destination, u.idempotency_key, u.request_hash, u.order_key,
-           u.partition, u.method, u.path, u.headers::jsonb, u.content_type, u.body,
-           u.expire_with_generation, clock_timestamp() + u.delay_ms * interval '1 millisecond',
-           u.trace_context, u.trace_state
+), u AS (
+    SELECT *
     FROM unnest($4::uuid[], $5::text[], $6::text[], $7::bytea[], $8::text[], $9::int[],
                 $10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bool[],
                 $16::bigint[], $17::text[], $18::text[])
@@ -25,13 +18,31 @@ WITH lease AS (
          AS u(op_id, destination, idempotency_key, request_hash, order_key, partition, method,
               path, headers, content_type, body, expire_with_generation, delay_ms,
               trace_context, trace_state, ord)
+), inserted AS (
+    INSERT INTO outbox_requests (op_id, resource, fence, owner_id, destination, idempotency_key,
+                                 request_hash, order_key, partition, method, path, headers,
+                                 content_type, body, expire_with_generation, trace_context,
+                                 trace_state)
+    SELECT u.op_id, $1, $3, $2, u.destination, u.idempotency_key, u.request_hash, u.order_key,
+           u.partition, u.method, u.path, u.headers::jsonb, u.content_type, u.body,
+           u.expire_with_generation, u.trace_context, u.trace_state
+    FROM u
     CROSS JOIN lease
     WHERE lease.owner_id = $2 AND lease.fence = $3 AND lease.live
     ORDER BY u.ord
-    RETURNING id, op_id
+    RETURNING id, op_id, partition, destination, fence, order_key, expire_with_generation
+), queued AS (
+    -- Each request's queue row, due after its own delay (matched by op id).
+    INSERT INTO outbox_queue (id, next_attempt_at, partition, destination, fence, order_key,
+                              expire_with_generation)
+    SELECT i.id, clock_timestamp() + u.delay_ms * interval '1 millisecond', i.partition,
+           i.destination, i.fence, i.order_key, i.expire_with_generation
+    FROM inserted i
+    JOIN u ON u.op_id = i.op_id
+    RETURNING id
 ), notified AS (
     SELECT pg_notify('outbox_ops', 'batch')
-    FROM (SELECT 1 FROM inserted LIMIT 1) AS any_inserted
+    FROM (SELECT 1 FROM queued LIMIT 1) AS any_inserted
     WHERE EXISTS (SELECT 1 FROM outbox_wakeups WHERE listening)
 )
 SELECT lease.owner_id, lease.fence, lease.live,

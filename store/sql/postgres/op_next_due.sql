@@ -5,8 +5,8 @@
 -- Parameters: $1 partition count, $2 partition index, $3 configured destinations (text[]),
 -- $4 those of them with a breaker (text[]).
 SELECT (extract(epoch FROM (min(next_attempt_at) - clock_timestamp())) * 1000)::bigint AS due_in_ms
-FROM outbox_ops
-WHERE state = 'pending'
+FROM outbox_queue
+WHERE claimed_by_fence IS NULL
   AND partition % $1 = $2
   AND destination = ANY($3::text[])
   AND destination <> ALL(ARRAY(

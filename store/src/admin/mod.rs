@@ -56,6 +56,15 @@ impl OpFilter {
                 .iter()
                 .all(|s| matches!(s, OpState::Dead | OpState::Cancelled | OpState::Superseded))
     }
+
+    /// The states asked for are all unfinished (pending, in flight).
+    pub(crate) fn only_unfinished_states(&self) -> bool {
+        !self.states.is_empty()
+            && self
+                .states
+                .iter()
+                .all(|s| matches!(s, OpState::Pending | OpState::InFlight))
+    }
 }
 
 /// An op as `list` shows it.

@@ -83,6 +83,11 @@ pub(crate) trait AdminDb: Database + sqlx::database::HasStatementCache {
     /// which would sort all of that destination's ops; walking ids newest first stops at the
     /// page's end instead (SQLite: `+`; PostgreSQL's planner walks the primary key by itself).
     const WALK_IDS: &'static str;
+    /// What `list` adds when every state asked for needs an operator (dead, cancelled,
+    /// superseded), so that the few such ops are found by the index that holds them alone.
+    const ATTENTION_STATES: &'static str;
+    /// What `list` adds when every state asked for is unfinished (pending, in flight).
+    const UNFINISHED_STATES: &'static str;
 
     /// A list of op row ids as a statement takes it.
     type Ids: for<'t> Encode<'t, Self> + Type<Self> + Send;
@@ -443,8 +448,9 @@ where
             }
             qb.push(")");
             if f.only_attention_states() {
-                // The index's predicate, word for word (SQLite uses a partial index only then).
-                qb.push("\n  AND state IN ('dead', 'cancelled', 'superseded')");
+                qb.push(Self::Db::ATTENTION_STATES);
+            } else if f.only_unfinished_states() {
+                qb.push(Self::Db::UNFINISHED_STATES);
             }
         }
         if let Some(d) = &f.destination {

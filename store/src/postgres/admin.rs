@@ -15,6 +15,10 @@ impl AdminDb for sqlx::Postgres {
     const SQL: AdminSql = admin_sql!("postgres");
     // The planner walks the primary key by itself.
     const WALK_IDS: &'static str = "";
+    // Each op's state is its queue row or its finished row (0013_queue_layout.sql).
+    const ATTENTION_STATES: &'static str = "\n  AND id IN (SELECT id FROM outbox_finished \
+         WHERE state IN ('dead', 'cancelled', 'superseded'))";
+    const UNFINISHED_STATES: &'static str = "\n  AND id IN (SELECT id FROM outbox_queue)";
 
     type Ids = Vec<i64>;
     type Names = Vec<String>;

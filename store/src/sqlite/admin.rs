@@ -16,6 +16,9 @@ impl AdminDb for sqlx::Sqlite {
     const SQL: AdminSql = admin_sql!("sqlite");
     // Keeps the planner off the (destination, key) index for a destination filter.
     const WALK_IDS: &'static str = "+";
+    // The partial index's predicate, word for word: SQLite uses a partial index only then.
+    const ATTENTION_STATES: &'static str = "\n  AND state IN ('dead', 'cancelled', 'superseded')";
+    const UNFINISHED_STATES: &'static str = "";
 
     type Ids = String;
     type Names = String;

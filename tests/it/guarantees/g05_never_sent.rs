@@ -40,7 +40,8 @@ async fn g5_supersede_pending_marks_exactly_the_older_pending_ops(db: TestDb) {
         .await
         .unwrap();
     // One old op is already being delivered: superseding must not touch it.
-    db.execute("UPDATE outbox_ops SET state = 'in_flight', claimed_by_fence = 1 WHERE idempotency_key = 'old-docs-claimed'").await;
+    db.force_state(Some("old-docs-claimed"), "in_flight", None, Some(1))
+        .await;
     outbox.release(&old).await.unwrap();
 
     let new = outbox.try_acquire("doc:42", TTL).await.unwrap().unwrap();
