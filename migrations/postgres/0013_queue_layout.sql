@@ -167,9 +167,15 @@ SELECT r.id, r.op_id, r.resource, r.fence, r.owner_id, r.destination, r.idempote
 FROM outbox_requests r
 JOIN outbox_finished f ON f.id = r.id;
 
--- 7. The claim over the queue: the same parameters, settings and rules as
+-- 7. The claim over the queue: the same parameters and rules as
 -- 0012_claim_room_per_destination.sql. An op is pending when its queue row has no claim; the
 -- claim sets one and counts the attempt (a HOT update) and reads the request by its key.
+-- One setting more: plan_cache_mode = force_generic_plan. PL/pgSQL's plan cache chose a custom
+-- plan for this statement on every call (measured with pg_stat_statements.track_planning: 1,258
+-- plans for 1,251 claims, 0.5 ms of planning each, more than the 0.3 ms the statement ran),
+-- since the generic plan's estimate, made without the parameters' values, never beat the
+-- custom ones. The generic plan is the plan wanted (the due index walked in order, with sorts
+-- off), so it is made once per session and kept.
 CREATE OR REPLACE FUNCTION outbox_op_claim_due(
     lease_resource text, lease_owner uuid, lease_fence bigint, partition_count integer,
     partition_index integer, destinations text[], room integer[], breakers text[],
@@ -182,6 +188,7 @@ RETURNS TABLE (id bigint, op_id uuid, resource text, fence bigint, destination t
 LANGUAGE plpgsql VOLATILE
 SET enable_sort = off
 SET jit = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 BEGIN
