@@ -48,6 +48,11 @@ impl Drop for Process {
 }
 
 impl Process {
+    /// Starts `command`; the process is killed when the returned value is dropped.
+    pub(crate) fn spawn(command: &mut Command) -> std::io::Result<Process> {
+        command.spawn().map(Process)
+    }
+
     /// Its process id.
     pub(crate) fn pid(&self) -> u32 {
         self.0.id()
@@ -62,7 +67,7 @@ impl Process {
     }
 
     /// Peak resident memory (VmHWM) in MiB, from /proc.
-    fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).unwrap_or_default();
         status

@@ -9,7 +9,9 @@ mod destination;
 mod dispatch;
 mod enqueue;
 mod enqueue_sql;
+mod graphile;
 mod instances;
+mod peer;
 mod report;
 mod sweep;
 mod target;
@@ -46,7 +48,7 @@ struct Args {
     #[arg(long, global = true)]
     quick: bool,
     /// Backlog size for `dispatch` (default 200000; with `--instances` 20000, a quarter of it
-    /// under each destination limit).
+    /// under each destination limit) and for each round of `peer` (default 50000).
     #[arg(long, global = true)]
     backlog: Option<usize>,
 }
@@ -86,6 +88,21 @@ struct SweepArgs {
     claim_batches: Vec<u32>,
 }
 
+/// The options of `peer`.
+#[derive(Debug, Clone, clap::Args)]
+struct PeerArgs {
+    /// Ours: the destination's `max_in_flight` per pairing (32: the dispatcher's defaults; 256:
+    /// `dispatch`'s 256-in-flight setting).
+    #[arg(long, value_name = "N,N,..", value_delimiter = ',', default_value = "32,256",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    in_flight: Vec<u32>,
+    /// graphile-worker's concurrency per pairing, by position (its pool is concurrency + 2
+    /// connections, at least 10; the throwaway cluster allows 400).
+    #[arg(long, value_name = "N,N,..", value_delimiter = ',', default_value = "64,256",
+          value_parser = clap::value_parser!(u32).range(1..=384))]
+    concurrency: Vec<u32>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Which {
     Sqlite,
@@ -110,6 +127,10 @@ enum Scenario {
     /// a destination answering at once and one answering after a delay, vs the defaults
     /// (--backlog: most ops per point, default 20000). Not part of `all`.
     Sweep(SweepArgs),
+    /// The dispatcher side by side with graphile-worker 0.18 on Node 22 (installed with npm on
+    /// first use): the same backlog (--backlog, default 50000) into the same sink, rounds
+    /// interleaved; PostgreSQL only, not part of `all` (issue 36).
+    Peer(PeerArgs),
     /// Enqueue-commit to destination-receipt latency at a fixed offered rate.
     Latency,
     /// Claim+complete cost per op at 10k vs 1M pending (and with 1M delivered rows kept).
@@ -151,6 +172,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
         _ => {}
     }
     let runs = if args.quick { 1 } else { args.runs.max(1) };
+    // Checked before a cluster starts.
+    let pairings = match &args.scenario {
+        Scenario::Peer(p) => peer::Pairing::zip(&p.in_flight, &p.concurrency)?,
+        _ => Vec::new(),
+    };
     // SQL Server first, so a missing --mssql-url is reported before a cluster starts.
     let mssql = match args.backend {
         Which::Mssql | Which::All => Some(Target::mssql(args.mssql_url.as_deref()).await?),
@@ -181,7 +207,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             args.scenario,
             Scenario::Dispatch(DispatchArgs { instances: None })
         );
-    let (mut rows, mut findings) = (Vec::new(), Vec::new());
+    let (mut rows, mut findings, mut tables) = (Vec::new(), Vec::new(), Vec::new());
     for target in &targets {
         if all || matches!(args.scenario, Scenario::Enqueue) {
             rows.extend(enqueue::enqueue(target, runs, args.quick).await?);
@@ -214,6 +240,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
             };
             rows.extend(sweep::sweep(target, runs, &grid).await?);
         }
+        if !pairings.is_empty() {
+            let backlog = args
+                .backlog
+                .unwrap_or(if args.quick { 2_000 } else { 50_000 });
+            let (r, table) = peer::peer(target, runs, backlog, &pairings).await?;
+            rows.extend(r);
+            tables.push(table);
+        }
         if all || matches!(args.scenario, Scenario::Latency) {
             rows.extend(dispatch::latency(target, runs, args.quick).await?);
         }
@@ -224,6 +258,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
     println!("{}", report::table(&rows));
     for f in &findings {
         println!("{}", f.line);
+    }
+    for t in tables.iter().filter(|t| !t.is_empty()) {
+        println!("{t}");
     }
     if let Some(path) = args.json {
         std::fs::write(&path, serde_json::to_string_pretty(&rows)?)?;
@@ -240,7 +277,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 mod tests {
     use clap::Parser as _;
 
-    use super::{Args, DispatchArgs, Scenario};
+    use super::{Args, DispatchArgs, PeerArgs, Scenario};
 
     fn instances(argv: &[&str]) -> Result<Option<Vec<u32>>, clap::Error> {
         let args = Args::try_parse_from([&["outbox-bench", "dispatch"], argv].concat())?;
@@ -265,6 +302,33 @@ mod tests {
         assert_eq!(instances(&["--instances=3"]).unwrap(), Some(vec![3]));
         for bad in ["0", "9", "1,x"] {
             assert!(instances(&["--instances", bad]).is_err(), "{bad}");
+        }
+    }
+
+    fn peer(argv: &[&str]) -> Result<(Vec<u32>, Vec<u32>), clap::Error> {
+        let args = Args::try_parse_from([&["outbox-bench", "peer"], argv].concat())?;
+        match args.scenario {
+            Scenario::Peer(PeerArgs {
+                in_flight,
+                concurrency,
+            }) => Ok((in_flight, concurrency)),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn peer_pairs_the_defaults_with_64_and_256_with_256_unless_told() {
+        assert_eq!(peer(&[]).unwrap(), (vec![32, 256], vec![64, 256]));
+        assert_eq!(
+            peer(&["--in-flight", "32", "--concurrency", "64", "--runs", "2"]).unwrap(),
+            (vec![32], vec![64])
+        );
+        for bad in [
+            ["--in-flight", "0"],
+            ["--in-flight", "257"],
+            ["--concurrency", "385"],
+        ] {
+            assert!(peer(&bad).is_err(), "{bad:?}");
         }
     }
 }

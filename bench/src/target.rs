@@ -117,7 +117,14 @@ impl Target {
 
     /// A new, empty, migrated database.
     pub(crate) async fn fresh(&self) -> anyhow::Result<Db> {
-        let db = match self {
+        let db = self.fresh_unmigrated().await?;
+        store(&db, 2).await?.migrate().await?;
+        Ok(db)
+    }
+
+    /// A new, empty database without the outbox's tables (for another system's schema).
+    pub(crate) async fn fresh_unmigrated(&self) -> anyhow::Result<Db> {
+        Ok(match self {
             Target::Sqlite => {
                 let dir = tempfile::tempdir()?;
                 Db {
@@ -164,9 +171,7 @@ impl Target {
                 let url = mssql_with_database(admin_url, &name)?;
                 Db { url, _dir: None }
             }
-        };
-        store(&db, 2).await?.migrate().await?;
-        Ok(db)
+        })
     }
 }
 
