@@ -179,6 +179,12 @@ async fn fill(db: &Db, n: usize) -> anyhow::Result<()> {
         done += size;
         b += 1;
     }
+    // Statistics for the filled table, as autovacuum would gather them soon after such a burst:
+    // without them the job fetch is planned for an empty table (ours is filled the same way).
+    sqlx::query("ANALYZE")
+        .execute(&pool)
+        .await
+        .context("ANALYZE after the fill")?;
     Ok(())
 }
 
