@@ -92,7 +92,24 @@ fn daemon_ids() -> Result<Option<(u32, u32)>, String> {
 impl HaCluster {
     /// Starts etcd, two Patroni nodes (`synchronous_mode` as given) and HAProxy, and waits
     /// until a primary answers through HAProxy and the other node replicates from it.
+    ///
+    /// A cluster that does not come up is stopped and started once more on new ports in a
+    /// new folder, and the first failure is printed: Patroni's bootstrap can fail on a loaded
+    /// machine for reasons that are not the tests' subject (a port chosen free and taken by
+    /// another process's connection before PostgreSQL binds it, a start that outlasts
+    /// Patroni's timeout), and the tests are about what happens once it runs.
     pub fn start(synchronous: bool) -> Result<HaCluster, String> {
+        Self::start_once(synchronous).or_else(|first| {
+            let said = format!(
+                "the Patroni cluster did not start; trying once more on new ports:\n{first}\n"
+            );
+            let _ = std::io::stderr().lock().write_all(said.as_bytes());
+            Self::start_once(synchronous)
+                .map_err(|second| format!("{second}\n--- the first try\n{first}"))
+        })
+    }
+
+    fn start_once(synchronous: bool) -> Result<HaCluster, String> {
         let programs = Programs::find()?;
         let ids = daemon_ids()?;
         let dir = tempfile::Builder::new()
@@ -402,12 +419,27 @@ impl HaCluster {
         kill("-CONT", pids);
     }
 
-    /// What each daemon logged last, for failure messages.
+    /// What each daemon logged: its first errors (a traceback's tail rarely says why), then
+    /// its last lines, for failure messages.
     pub fn explain(&self, what: &str) -> String {
         let tail = |name: &str| {
             let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
             let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(15)..].join("\n")
+            let errors: Vec<&str> = lines
+                .iter()
+                .copied()
+                .filter(|l| {
+                    ["ERROR", "FATAL", "CRITICAL", "could not", "in use"]
+                        .iter()
+                        .any(|w| l.contains(w))
+                })
+                .take(12)
+                .collect();
+            format!(
+                "(first errors)\n{}\n(last lines)\n{}",
+                errors.join("\n"),
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
         };
         format!(
             "{what}\n--- n0.log\n{}\n--- n1.log\n{}\n--- haproxy.log\n{}",
