@@ -655,12 +655,12 @@ async fn operators_terminals_never_receive_control_characters(db: TestDb) {
         .unwrap();
     let op = outbox.enqueue(&lease, &op).await.unwrap();
     let headers = serde_json::json!([[format!("X-{EVIL}"), EVIL]]).to_string();
-    db.execute(db.layout(&format!(
+    db.execute(sql(format!(
         "UPDATE outbox_queue SET last_error = 'error{EVIL}' WHERE id = {}",
         op.seq
     )))
     .await;
-    db.execute(db.layout(&format!(
+    db.execute(sql(format!(
         "UPDATE outbox_requests SET idempotency_key = 'key{EVIL}', resource = 'res{EVIL}', \
          order_key = 'order{EVIL}', content_type = 'type/{EVIL}', headers = '{headers}' \
          WHERE idempotency_key = 'evil'"

@@ -206,12 +206,16 @@ pub(crate) fn spawn_dispatcher(path: &std::path::Path) -> anyhow::Result<Process
     Ok(Process(child))
 }
 
-/// Counts ops in `state` (on PostgreSQL from the queue or the finished ops alone, not through
-/// the view that joins them to their requests: `instances` polls it during a drain).
+/// Counts ops in `state` (on PostgreSQL and SQLite from the queue or the finished ops alone,
+/// not through the view that joins them to their requests: `instances` polls it during a
+/// drain).
 pub(crate) async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
     const COUNT_POSTGRES: &str = "SELECT CASE WHEN $1 IN ('pending', 'in_flight') \
          THEN (SELECT count(*) FROM outbox_queue WHERE (claimed_by_fence IS NULL) = ($1 = 'pending')) \
          ELSE (SELECT count(*) FROM outbox_finished WHERE state = $1) END";
+    const COUNT_SQLITE: &str = "SELECT CASE WHEN ?1 IN ('pending', 'in_flight') \
+         THEN (SELECT count(*) FROM outbox_queue WHERE (claimed_by_fence IS NULL) = (?1 = 'pending')) \
+         ELSE (SELECT count(*) FROM outbox_finished WHERE state = ?1) END";
     Ok(match pool {
         Plain::Postgres(p) => {
             sqlx::query_scalar(COUNT_POSTGRES)
@@ -220,7 +224,7 @@ pub(crate) async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
                 .await?
         }
         Plain::Sqlite(p) => {
-            sqlx::query_scalar("SELECT count(*) FROM outbox_ops WHERE state = ?1")
+            sqlx::query_scalar(COUNT_SQLITE)
                 .bind(state)
                 .fetch_one(p)
                 .await?
@@ -234,16 +238,13 @@ pub(crate) async fn count(pool: &Plain, state: &str) -> anyhow::Result<i64> {
     })
 }
 
-/// Whether no op is pending or in flight any more; cheap (the queue of unfinished ops on
-/// PostgreSQL, the partial indexes on SQLite), so that polling it costs the database little
-/// beside the work measured.
+/// Whether no op is pending or in flight any more; cheap (the queue of unfinished ops), so
+/// that polling it costs the database little beside the work measured.
 pub(crate) async fn settled(pool: &Plain) -> anyhow::Result<bool> {
-    const BUSY: &str = "SELECT EXISTS (SELECT 1 FROM outbox_ops WHERE state = 'pending') \
-                        OR EXISTS (SELECT 1 FROM outbox_ops WHERE state = 'in_flight')";
     const QUEUED: &str = "SELECT EXISTS (SELECT 1 FROM outbox_queue)";
     Ok(match pool {
         Plain::Postgres(p) => !sqlx::query_scalar::<_, bool>(QUEUED).fetch_one(p).await?,
-        Plain::Sqlite(p) => !sqlx::query_scalar::<_, bool>(BUSY).fetch_one(p).await?,
+        Plain::Sqlite(p) => !sqlx::query_scalar::<_, bool>(QUEUED).fetch_one(p).await?,
         Plain::Mssql(_) => count(pool, "pending").await? + count(pool, "in_flight").await? == 0,
     })
 }

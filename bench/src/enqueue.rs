@@ -120,13 +120,16 @@ async fn insert_plain(pool: &Plain, producer: usize, r: usize, key: &str) -> any
                 .await?;
         }
         Plain::Sqlite(p) => {
+            // Two statements (the request, its queue row), one transaction as the enqueue's.
+            let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
             bind!(
                 sqlx::query(PLAIN_SQLITE),
                 uuid::Uuid::nil().hyphenated(),
                 op_id.hyphenated()
             )
-            .execute(p)
+            .execute(&mut *tx)
             .await?;
+            tx.commit().await?;
         }
         Plain::Mssql(clients) => {
             let hash = o.request_hash();
@@ -315,14 +318,16 @@ pub(crate) async fn insert_plain_batch(
                 .await?;
         }
         Plain::Sqlite(p) => {
+            let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
             sqlx::query(PLAIN_BATCH_SQLITE)
                 .bind(&resource)
                 .bind(uuid::Uuid::nil().hyphenated())
                 .bind(1_i64)
                 .bind(batch_json(&ops, &slots))
                 .bind(order_key.as_deref())
-                .execute(p)
+                .execute(&mut *tx)
                 .await?;
+            tx.commit().await?;
         }
         Plain::Mssql(clients) => {
             let (json, bytes) = batch_json_bytes_apart(&ops, &slots);

@@ -1,7 +1,7 @@
 //! What the dispatcher reads and writes: claimed ops, the completion of an attempt, and the
 //! partition an instance serves (`Partition`, defined in `model/partition.rs` and re-exported
 //! here). The SQL enforcing G8/G9 lives in the backend files
-//! (`op_claim_due.sql`, `op_complete_if_claimed.sql`, `op_requeue_abandoned.sql`).
+//! (`op_claim_due.sql`, `op_complete_batch_if_claimed.sql`, `op_requeue_abandoned.sql`).
 
 pub use crate::model::Partition;
 

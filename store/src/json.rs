@@ -3,6 +3,9 @@
 //! lowercase hex; SQL Server's carries them apart, in one binary parameter (Babelfish for
 //! PostgreSQL ignores `CONVERT`'s hex style, and binary is half the size anyway).
 
+use time::OffsetDateTime;
+
+use crate::dispatch::Completion;
 use crate::model::OrderKey;
 use crate::op::NewOp;
 
@@ -68,6 +71,33 @@ fn op_object(o: &NewOp) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Value::Object(map) => map,
         _ => unreachable!("json! of braces is an object"),
     }
+}
+
+/// Completions as the JSON array each backend's `op_complete_batch_if_claimed.sql` reads: one
+/// object per completion (seq, state, delay_ms, error, attempt, started_at, outcome,
+/// http_status, excerpt, trace), the start time written as the backend reads a time.
+pub(crate) fn completions(
+    completions: &[Completion],
+    started_at: fn(OffsetDateTime) -> String,
+) -> String {
+    let items: Vec<serde_json::Value> = completions
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "seq": c.seq,
+                "state": c.next.state(),
+                "delay_ms": c.next.delay_ms(),
+                "error": c.stored_error(),
+                "attempt": c.attempt,
+                "started_at": started_at(c.started_at),
+                "outcome": c.outcome.as_str(),
+                "http_status": c.http_status.map(i32::from),
+                "excerpt": c.stored_excerpt(),
+                "trace": c.trace_context,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
 }
 
 /// Lowercase hex, as SQLite's `unhex` reads it.

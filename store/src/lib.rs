@@ -347,13 +347,31 @@ impl Store {
 
     /// Records attempts' ends and their ops' new states in one transaction, each only while
     /// the op is claimed by this dispatcher token and `lease` still has its owner and token
-    /// (G9). One flag per completion: `false` means discarded, nothing written.
+    /// (G9). One flag per completion: `false` means discarded, nothing written. An op listed
+    /// twice counts once, by its first completion; each backend's statement is given every op
+    /// once.
     pub async fn op_complete_batch(
         &self,
         lease: &Lease,
         completions: &[Completion],
     ) -> Result<Vec<bool>, Error> {
-        on_backend!(self, b => b.op_complete_batch(lease, completions).await)
+        let mut seen = std::collections::HashSet::with_capacity(completions.len());
+        if completions.iter().all(|c| seen.insert(c.seq)) {
+            return on_backend!(self, b => b.op_complete_batch(lease, completions).await);
+        }
+        seen.clear();
+        let firsts: Vec<Completion> = completions
+            .iter()
+            .filter(|c| seen.insert(c.seq))
+            .cloned()
+            .collect();
+        let applied = on_backend!(self, b => b.op_complete_batch(lease, &firsts).await)?;
+        let by_seq: std::collections::HashMap<i64, bool> =
+            firsts.iter().map(|c| c.seq).zip(applied).collect();
+        Ok(completions
+            .iter()
+            .map(|c| by_seq.get(&c.seq).copied().unwrap_or(false))
+            .collect())
     }
 
     /// Re-queues ops of `partition` left in flight by older dispatcher tokens, closing their

@@ -44,6 +44,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0011, "claim_honours_holds"),
     migration!("postgres", 0012, "claim_room_per_destination"),
     migration!("postgres", 0013, "queue_layout"),
+    migration!("postgres", 0014, "request_rules"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -59,6 +60,8 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0010, "pooler_safe_sessions"),
     migration!("sqlite", 0011, "claim_honours_holds"),
     migration!("sqlite", 0012, "claim_room_per_destination"),
+    migration!("sqlite", 0013, "queue_layout"),
+    migration!("sqlite", 0014, "request_rules"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -74,6 +77,8 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0010, "pooler_safe_sessions"),
     migration!("mssql", 0011, "claim_honours_holds"),
     migration!("mssql", 0012, "claim_room_per_destination"),
+    migration!("mssql", 0013, "queue_layout"),
+    migration!("mssql", 0014, "request_rules"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -185,7 +190,9 @@ mod tests {
                 "0009_lean_attempts",
                 "0010_pooler_safe_sessions",
                 "0011_claim_honours_holds",
-                "0012_claim_room_per_destination"
+                "0012_claim_room_per_destination",
+                "0013_queue_layout",
+                "0014_request_rules"
             ]
         );
     }

@@ -12,6 +12,14 @@ use time::OffsetDateTime;
 
 const TTL: Duration = Duration::from_secs(60);
 
+/// A partition lease the tests then make lapse by moving the lease clock [`LAPSE`] seconds on,
+/// not by waiting: long enough that a loaded machine (Babelfish running the SQL Server suite)
+/// still claims under it. At 1 s the claim found it expired there and took nothing.
+const SHORT_TTL: Duration = Duration::from_secs(15);
+
+/// How far the lease clock moves on: past [`SHORT_TTL`].
+const LAPSE: u32 = 30;
+
 /// A resource whose ops fall in a partition slot with `slot % count == index`.
 fn resource_in(count: i32, index: i32) -> String {
     (0..)
@@ -126,8 +134,8 @@ async fn issue12_claims_match_their_partition_lease_not_only_its_token(db: TestD
 /// leader under any partition count re-queues it, closing the attempt as unknown.
 async fn issue12_a_lapsed_claim_of_another_partition_count_is_requeued(db: TestDb) {
     let store = db.store().await;
-    claimed_by_partition_0(&db, &store, &resource_in(2, 1), Duration::from_secs(1)).await;
-    db.shift_lease_clock(5).await;
+    claimed_by_partition_0(&db, &store, &resource_in(2, 1), SHORT_TTL).await;
+    db.shift_lease_clock(LAPSE).await;
     let two = Partition::new(1, 2).unwrap();
     let next = partition_lease(&store, two, 1).await;
     assert_eq!(store.op_requeue_abandoned(&next, two).await.unwrap(), 1);
@@ -142,10 +150,9 @@ async fn issue12_a_lapsed_claim_of_another_partition_count_is_requeued(db: TestD
 /// lease was taken over could still move its op back to pending.
 async fn issue12_a_stale_dispatcher_cannot_give_back_its_claim(db: TestDb) {
     let store = db.store().await;
-    let (paused, seq) =
-        claimed_by_partition_0(&db, &store, "issue12:release", Duration::from_secs(1)).await;
+    let (paused, seq) = claimed_by_partition_0(&db, &store, "issue12:release", SHORT_TTL).await;
     let resource = paused.resource.clone();
-    db.shift_lease_clock(5).await;
+    db.shift_lease_clock(LAPSE).await;
     let _next = store
         .lease_try_acquire(&resource, TTL)
         .await
@@ -408,6 +415,169 @@ async fn issue34_a_claim_takes_each_destination_s_room(db: TestDb) {
     assert!(claimed.ops.is_empty(), "{:?}", keys(&claimed));
 }
 
+/// Issue 36: the gauges of `/metrics` read the queue layout: pending and in-flight ops from
+/// the queue rows, the oldest pending op's age from its request. SQLite's first statement on
+/// the layout named an aggregate of the queue inside a subquery of the requests, which SQLite
+/// refuses, and no test read the gauges.
+async fn issue36_the_gauges_count_the_queue(db: TestDb) {
+    let store = db.store().await;
+    let outbox = db.outbox().await;
+    ops_to(&outbox, "a", 3).await;
+    let one = Partition::new(0, 1).unwrap();
+    let held = partition_lease(&store, one, 1).await;
+    let claimed = store
+        .op_claim(&held, one, &[ClaimRoom::new("a", 1)], &[], 1, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(keys(&claimed), ["a-0"]);
+    let stats = store.op_stats().await.unwrap();
+    assert_eq!((stats.pending, stats.in_flight), (2, 1));
+    assert!(
+        stats.oldest_pending_ms.is_some_and(|ms| ms > -1_000),
+        "{:?}",
+        stats.oldest_pending_ms
+    );
+}
+
+/// Issue 36: one batch of completions applies each on its own: a delivery, a retry and a
+/// dead op of one claim are recorded with one attempt row each, an op listed twice counts
+/// once, an op the batch does not name stays in flight, and a row id that is not claimed
+/// (unknown, or finished already) changes nothing. SQLite used to run two statements per
+/// completion; it now runs one script per batch, as the others run one statement.
+async fn issue36_a_completion_batch_applies_each_on_its_own(db: TestDb) {
+    let store = db.store().await;
+    let outbox = db.outbox().await;
+    ops_to(&outbox, "batch", 4).await;
+    let one = Partition::new(0, 1).unwrap();
+    let held = partition_lease(&store, one, 1).await;
+    let claimed = store
+        .op_claim(&held, one, &[ClaimRoom::new("batch", 4)], &[], 4, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(keys(&claimed), ["batch-0", "batch-1", "batch-2", "batch-3"]);
+    let seq_of = |key: &str| {
+        claimed
+            .ops
+            .iter()
+            .find(|o| o.idempotency_key.as_str() == key)
+            .unwrap()
+            .seq
+    };
+    let ended = |key: &str, outcome, status, next| Completion {
+        outcome,
+        http_status: status,
+        error: (outcome != AttemptOutcome::Delivered).then(|| format!("{key} refused: ü")),
+        excerpt: Some(format!("{key}: {{\"a\": 1}}")),
+        next,
+        ..delivered(seq_of(key))
+    };
+    let batch = [
+        ended(
+            "batch-0",
+            AttemptOutcome::Delivered,
+            Some(200),
+            NextState::Delivered,
+        ),
+        ended(
+            "batch-1",
+            AttemptOutcome::Failed,
+            Some(503),
+            NextState::RetryAfter(Duration::from_secs(600)),
+        ),
+        ended("batch-2", AttemptOutcome::Unknown, None, NextState::Dead),
+        ended(
+            "batch-0",
+            AttemptOutcome::Delivered,
+            Some(200),
+            NextState::Delivered,
+        ),
+        delivered(i64::MAX - 7),
+    ];
+    let applied = store.op_complete_batch(&held, &batch).await.unwrap();
+    assert_eq!(applied[..3], [true, true, true]);
+    assert!(!applied[4], "an unknown row id applied");
+    let states = db.states().await;
+    let state = |key: &str| states.iter().find(|(k, _)| k == key).unwrap().1.clone();
+    assert_eq!(
+        ["batch-0", "batch-1", "batch-2", "batch-3"].map(state),
+        ["delivered", "pending", "dead", "in_flight"]
+    );
+    let attempts = db.attempts().await;
+    let mut outcomes: Vec<(Option<String>, Option<i32>, Option<String>)> = attempts
+        .iter()
+        .map(|a| (a.outcome.clone(), a.http_status, a.error.clone()))
+        .collect();
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        [
+            (Some("delivered".into()), Some(200), None),
+            (
+                Some("failed".into()),
+                Some(503),
+                Some("batch-1 refused: ü".into())
+            ),
+            (
+                Some("unknown".into()),
+                None,
+                Some("batch-2 refused: ü".into())
+            ),
+        ]
+    );
+    assert!(attempts.iter().all(|a| a.attempt == 1));
+
+    // The same batch again: every op is finished or unclaimed now, so nothing applies and no
+    // attempt is added.
+    let again = store.op_complete_batch(&held, &batch).await.unwrap();
+    assert_eq!(again, [false; 5]);
+    assert_eq!(db.attempts().await.len(), 3);
+}
+
+/// Issue 36: a finished op keeps its last attempt's traceparent once, on the attempt row; a
+/// replay still links the next attempt's span to it. A completion used to copy it onto the
+/// finished row too (56 bytes of WAL per delivered op), which the replay read back.
+async fn issue36_a_replayed_op_links_to_its_last_attempt(db: TestDb) {
+    const LAST: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let store = db.store().await;
+    let outbox = db.outbox().await;
+    ops_to(&outbox, "replay", 1).await;
+    let one = Partition::new(0, 1).unwrap();
+    let held = partition_lease(&store, one, 1).await;
+    let room = [ClaimRoom::new("replay", 1)];
+    let claimed = store
+        .op_claim(&held, one, &room, &[], 1, 1 << 20)
+        .await
+        .unwrap();
+    let op = &claimed.ops[0];
+    assert_eq!(op.previous_attempt, None);
+    let dead = Completion {
+        outcome: AttemptOutcome::Failed,
+        http_status: Some(422),
+        error: Some("refused".into()),
+        next: NextState::Dead,
+        trace_context: Some(LAST.into()),
+        ..delivered(op.seq)
+    };
+    assert_eq!(
+        store.op_complete_batch(&held, &[dead]).await.unwrap(),
+        [true]
+    );
+    let change = outbox_store::admin::Change {
+        actor: "ana".into(),
+        reason: "issue 36".into(),
+        force: false,
+        dry_run: false,
+    };
+    store.admin_replay(&[op.seq], &change).await.unwrap();
+    let again = store
+        .op_claim(&held, one, &room, &[], 1, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(keys(&again), ["replay-0"]);
+    assert_eq!(again.ops[0].attempt, 2);
+    assert_eq!(again.ops[0].previous_attempt.as_deref(), Some(LAST));
+}
+
 /// Issue 34, item 1: a claim never waits for a transaction that holds a destination's row
 /// (a breaker's change or an operator's pause stuck before its commit, as a dispatcher
 /// SIGSTOPped between `destination_write` and its commit leaves it). On SQL Server under
@@ -527,7 +697,74 @@ impl DestinationWriter {
     }
 }
 
+/// Issue 36: an enqueue on SQLite writes two rows, the request and then its queue row
+/// (SQLite has no data-modifying WITH), and a failed statement does not end a SQLite
+/// transaction. A refusal between the two must take the request back: a caller that goes on
+/// in its transaction (`enqueue_in`) and commits keeps no request without its queue row, an op
+/// that no state names, never sent and never finished. SQLite only: PostgreSQL writes both
+/// rows in one statement and aborts the caller's transaction on any error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue36_an_enqueue_refused_midway_leaves_no_request_behind() {
+    let db = TestDb::sqlite().await;
+    let outbox = db.outbox().await;
+    // What refuses the queue row once the request is written: a trigger here, as a full disk
+    // or an operator's own rule would.
+    db.execute(
+        "CREATE TRIGGER refuse_queue_row BEFORE INSERT ON outbox_queue \
+         WHEN NEW.destination = 'refused' \
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .await;
+    let producer = lease(&outbox, "issue36:midway").await;
+    let op = |destination: &str, key: &str| {
+        Operation::post(destination, "/v1/x")
+            .idempotency_key(key)
+            .build()
+            .unwrap()
+    };
+
+    let pool = sqlx::SqlitePool::connect(db.url()).await.unwrap();
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    outbox
+        .enqueue_in(&mut tx, &producer, &op("refused", "refused-alone"))
+        .await
+        .expect_err("the queue row is refused");
+    // The caller goes on with its transaction and commits.
+    outbox
+        .enqueue_in(&mut tx, &producer, &op("api", "kept"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    // A batch whose second op is refused midway: all or nothing.
+    outbox
+        .enqueue_batch(
+            &producer,
+            &[op("api", "batch-first"), op("refused", "batch-second")],
+        )
+        .await
+        .expect_err("the batch's second queue row is refused");
+
+    let requests: Vec<String> =
+        sqlx::query_scalar("SELECT idempotency_key FROM outbox_requests ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(requests, ["kept"], "no request without its queue row");
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox_queue")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(queued, 1);
+    let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
+    assert_eq!(states, ["pending"]);
+    pool.close().await;
+}
+
 conformance!(
+    issue36_the_gauges_count_the_queue,
+    issue36_a_completion_batch_applies_each_on_its_own,
+    issue36_a_replayed_op_links_to_its_last_attempt,
     issue34_a_claim_takes_each_destination_s_room,
     issue34_a_claim_never_waits_for_a_destination_s_writer,
     issue12_claims_match_their_partition_lease_not_only_its_token,

@@ -186,10 +186,9 @@ impl TestDb {
         self.kind
     }
 
-    /// The migrations this build applies, in order (the same versions on every backend, but
-    /// for the queue layout of issue 36, on PostgreSQL only so far).
+    /// The migrations this build applies, in order: the same versions on every backend.
     pub fn migrations(&self) -> Vec<&'static str> {
-        let mut all = vec![
+        vec![
             "0001_init",
             "0002_admin",
             "0003_hardening",
@@ -202,11 +201,9 @@ impl TestDb {
             "0010_pooler_safe_sessions",
             "0011_claim_honours_holds",
             "0012_claim_room_per_destination",
-        ];
-        if self.kind == Kind::Postgres {
-            all.push("0013_queue_layout");
-        }
-        all
+            "0013_queue_layout",
+            "0014_request_rules",
+        ]
     }
 
     /// Whether this is a SQL Server test running on Babelfish for PostgreSQL.
@@ -349,6 +346,15 @@ impl TestDb {
             let rows = sqlx::query(LOG).fetch_all(&mut c).await.expect("admin log");
             rows.iter().map(|r| r.get::<String, _>("r")).collect()
         })
+    }
+
+    /// Every op's idempotency key and state, in enqueue order.
+    pub async fn states(&self) -> Vec<(String, String)> {
+        self.ops()
+            .await
+            .into_iter()
+            .map(|o| (o.idempotency_key, o.state))
+            .collect()
     }
 
     /// Every op row, in enqueue order, with the columns tests check.

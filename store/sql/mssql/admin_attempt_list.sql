@@ -23,7 +23,7 @@ SELECT a.id,
        a.error,
        a.response_excerpt,
        a.trace_context
-FROM dbo.outbox_ops AS o
+FROM dbo.outbox_requests AS o
 INNER JOIN dbo.outbox_attempts AS a ON a.op_id = o.op_id
 WHERE o.id = @P1
 ORDER BY a.attempt;

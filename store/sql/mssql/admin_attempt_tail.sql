@@ -25,6 +25,6 @@ SELECT TOP (@P2) a.id,
        a.response_excerpt,
        a.trace_context
 FROM dbo.outbox_attempts AS a
-INNER JOIN dbo.outbox_ops AS o ON o.op_id = a.op_id
+INNER JOIN dbo.outbox_requests AS o ON o.op_id = a.op_id
 WHERE a.id > @P1
 ORDER BY a.id;

@@ -1,6 +1,6 @@
 -- outboxctl list --key K without --destination: the destinations in use, read from
--- UQ_outbox_ops_destination_key one value at a time (a loose index scan: one probe per
--- destination, not a read of the table), so the key is then looked up per destination in that
+-- outbox_requests' UQ_outbox_ops_destination_key one value at a time (a loose index scan: one
+-- probe per destination, not a read of the table), so the key is then looked up per destination in that
 -- index. A recursive CTE may not aggregate in its recursive member, so each step takes the
 -- next destination as the first row (ROW_NUMBER() = 1, a TOP (1) seek in the plan) above the
 -- one before; MAXRECURSION 0: there may be more than 100 destinations. Destinations compare
@@ -11,13 +11,13 @@
 -- Returns destination (varchar), one row per destination in use, in order.
 WITH d (destination) AS (
     SELECT MIN(o.destination)
-    FROM dbo.outbox_ops AS o
+    FROM dbo.outbox_requests AS o
     UNION ALL
     SELECT n.destination
     FROM (
         SELECT o.destination,
                ROW_NUMBER() OVER (ORDER BY o.destination) AS rn
-        FROM dbo.outbox_ops AS o
+        FROM dbo.outbox_requests AS o
         INNER JOIN d ON o.destination > d.destination
     ) AS n
     WHERE n.rn = 1

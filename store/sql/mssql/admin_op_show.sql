@@ -1,5 +1,7 @@
 -- outboxctl show: one op with everything operators ask about, and its resource's newest token
--- (an op of an older token is superseded for replay). The op's primary key, then the lease's.
+-- (an op of an older token is superseded for replay). Reads the view dbo.outbox_ops
+-- (0013_queue_layout.sql): the request by its primary key with its queue or finished row by
+-- theirs, then the lease's.
 -- A plain read for operators: a statement snapshot under READ COMMITTED SNAPSHOT, short
 -- shared locks under READ COMMITTED; a change locks the op again (admin_op_lock.sql).
 -- Parameters: @P1 op row id (bigint).

@@ -1,6 +1,6 @@
 -- outboxctl purge (and --dry-run): how many finished ops of the given states finished before
--- the cut-off, per state. The first state term repeats IX_outbox_ops_finished's predicate
--- word for word, so the rows are counted there.
+-- the cut-off, per state, from outbox_finished (0013_queue_layout.sql), by finish time
+-- (IX_outbox_finished_at).
 -- A plain read for operators: a statement snapshot under READ COMMITTED SNAPSHOT, short
 -- shared locks under READ COMMITTED; the purge itself re-checks every row it deletes.
 -- Time is SYSUTCDATETIME(), read once (the database clock). admin.rs clamps the age to
@@ -16,8 +16,7 @@ DECLARE @before datetimeoffset(7) =
     DATEADD(MILLISECOND, -CAST(@P2 % 1000 AS int), DATEADD(SECOND, -CAST(@P2 / 1000 AS int), @now));
 
 SELECT state, COUNT_BIG(*) AS ops
-FROM dbo.outbox_ops
-WHERE state IN ('delivered', 'dead', 'cancelled', 'superseded')
-  AND state IN (SELECT CAST(j.value AS varchar(16)) AS state FROM OPENJSON(@P1) AS j)
+FROM dbo.outbox_finished
+WHERE state IN (SELECT CAST(j.value AS varchar(16)) AS state FROM OPENJSON(@P1) AS j)
   AND finished_at < @before
 GROUP BY state;

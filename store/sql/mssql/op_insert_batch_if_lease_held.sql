@@ -6,9 +6,10 @@
 -- token <n>` (released), 51001 `stale; current token <n>` (another token or owner), 51002
 -- `expired`; the same order of checks as enqueue.rs's check_lease. The batch runs in the Rust
 -- side's own transaction, which the THROW ends (XACT_ABORT ON): nothing of it is written.
--- Otherwise every op is inserted in batch order (ids follow the array), skipping those whose
--- (destination, idempotency key) exists or came earlier in the batch (G7, resolved by the
--- caller in the same transaction). SQL Server has no array parameters, so the ops come as one
+-- Otherwise every op's request is inserted in batch order (ids follow the array), skipping
+-- those whose (destination, idempotency key) exists or came earlier in the batch (G7, resolved
+-- by the caller in the same transaction), and then each inserted request's queue row
+-- (0013_queue_layout.sql), due after its own delay, in the same transaction. SQL Server has no array parameters, so the ops come as one
 -- JSON array (OPENJSON; j.[key] is the element's index), and their bytes as one binary value:
 -- each op's 32-byte request hash at `at`, then its body of `body_bytes` bytes, cut out with
 -- SUBSTRING. (Not hex in the JSON: Babelfish for PostgreSQL ignores CONVERT's hex style and
@@ -55,7 +56,16 @@ IF @live = 0
 
 -- The ids go to a table variable and are selected after: Babelfish for PostgreSQL refuses an
 -- OUTPUT sent to the client beside the ORDER BY that numbers the ids in batch order.
-DECLARE @inserted TABLE (id bigint NOT NULL PRIMARY KEY, op_id uniqueidentifier NOT NULL);
+DECLARE @inserted TABLE (
+    id                      bigint            NOT NULL PRIMARY KEY,
+    op_id                   uniqueidentifier  NOT NULL,
+    partition               int               NOT NULL,
+    destination             varchar(64)       COLLATE Latin1_General_100_BIN2 NOT NULL,
+    fence                   bigint            NOT NULL,
+    order_key               nvarchar(510)     COLLATE Latin1_General_100_BIN2 NULL,
+    expire_with_generation  bit               NOT NULL
+);
+DECLARE @delays TABLE (op_id uniqueidentifier NOT NULL PRIMARY KEY, delay_ms bigint NOT NULL);
 
 WITH batch AS (
     SELECT CAST(j.[key] AS int) AS ord,
@@ -97,17 +107,16 @@ WITH batch AS (
            ROW_NUMBER() OVER (PARTITION BY b.destination, b.idempotency_key ORDER BY b.ord) AS nth
     FROM batch AS b
 )
-INSERT INTO dbo.outbox_ops (op_id, resource, fence, owner_id, destination, idempotency_key,
-                            request_hash, order_key, partition, method, path, headers,
-                            content_type, body, expire_with_generation, next_attempt_at,
-                            trace_context, trace_state)
-OUTPUT inserted.id, inserted.op_id INTO @inserted (id, op_id)
+INSERT INTO dbo.outbox_requests (op_id, resource, fence, owner_id, destination,
+                                 idempotency_key, request_hash, order_key, partition, method,
+                                 path, headers, content_type, body, expire_with_generation,
+                                 trace_context, trace_state)
+OUTPUT inserted.id, inserted.op_id, inserted.partition, inserted.destination, inserted.fence,
+       inserted.order_key, inserted.expire_with_generation
+INTO @inserted (id, op_id, partition, destination, fence, order_key, expire_with_generation)
 SELECT n.op_id, @P1, @P3, @P2, n.destination, n.idempotency_key,
        SUBSTRING(@P5, n.at, 32), n.order_key, n.partition, n.method, n.path,
        n.headers, n.content_type, SUBSTRING(@P5, n.at + 32, n.body_bytes), n.expire,
-       DATEADD(MILLISECOND, CAST(n.delay_ms % 1000 AS int),
-               DATEADD(SECOND, CAST(n.delay_ms / 1000 AS int),
-                       CAST(SYSUTCDATETIME() AS datetimeoffset(7)))),
        n.trace, n.trace_state
 FROM numbered AS n
 WHERE n.nth = 1
@@ -121,10 +130,29 @@ WHERE n.nth = 1
   )
   AND NOT EXISTS (
       SELECT 1
-      FROM dbo.outbox_ops AS e WITH (UPDLOCK, HOLDLOCK)
+      FROM dbo.outbox_requests AS e WITH (UPDLOCK, HOLDLOCK)
       WHERE e.destination = n.destination
         AND e.idempotency_key = n.idempotency_key
   )
 ORDER BY n.ord;
+
+-- Each request's delay, by its op id (unique: the requests' op ids are).
+INSERT INTO @delays (op_id, delay_ms)
+SELECT DISTINCT o.op_id, o.delay_ms
+FROM OPENJSON(@P4) AS j
+CROSS APPLY OPENJSON(j.value) WITH (
+    op_id uniqueidentifier '$.op_id',
+    delay_ms bigint '$.delay_ms'
+) AS o
+WHERE o.op_id IN (SELECT i.op_id FROM @inserted AS i);
+
+INSERT INTO dbo.outbox_queue (id, next_attempt_at, partition, destination, fence, order_key,
+                              expire_with_generation)
+SELECT i.id,
+       DATEADD(MILLISECOND, CAST(d.delay_ms % 1000 AS int),
+               DATEADD(SECOND, CAST(d.delay_ms / 1000 AS int), @now)),
+       i.partition, i.destination, i.fence, i.order_key, i.expire_with_generation
+FROM @inserted AS i
+INNER JOIN @delays AS d ON d.op_id = i.op_id;
 
 SELECT id, op_id FROM @inserted;

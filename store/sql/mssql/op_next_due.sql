@@ -1,7 +1,7 @@
 -- Milliseconds until the next pending op of this partition is due (0 or less: due now), so
 -- the drain loop can sleep exactly that long. NULL when nothing is pending.
--- The first match in the filtered due index (IX_outbox_ops_due, in due order) is the earliest;
--- an aggregate would read them all. Destinations are compared in the column's binary
+-- The first match in the queue's due index (IX_outbox_queue_due, in due order) that is not
+-- claimed is the earliest; an aggregate would read them all. Destinations are compared in the column's binary
 -- collation (COLLATE), never clashing with OPENJSON's. The ops are read plainly: a statement
 -- snapshot under READ COMMITTED SNAPSHOT, short shared locks under READ COMMITTED; it only
 -- decides how long to sleep, and an enqueue or the next poll wakes the loop anyway.
@@ -18,8 +18,8 @@ SELECT DATEDIFF_BIG(
            MILLISECOND,
            CAST(SYSUTCDATETIME() AS datetimeoffset(7)),
            (SELECT TOP (1) o.next_attempt_at
-            FROM dbo.outbox_ops AS o
-            WHERE o.state = 'pending'
+            FROM dbo.outbox_queue AS o
+            WHERE o.claimed_by_fence IS NULL
               AND o.partition % @P1 = @P2
               AND o.destination IN (
                     SELECT CAST(j.value AS varchar(64)) COLLATE Latin1_General_100_BIN2

@@ -1,5 +1,6 @@
 -- Give back a claim that was never attempted (the destination was full or rate limited, or
--- the lease window closed before sending): pending again, due now, its attempt not counted.
+-- the lease window closed before sending): pending again, due now, its attempt not counted
+-- (the queue row's claim cleared in place, as the claim set it; 0013_queue_layout.sql).
 -- Only while this partition lease and token still hold the claim and the lease still has this
 -- owner and token, as every completion checks (G9); a new leader's re-queue wins.
 -- One autocommit statement: the lease row is read WITH (HOLDLOCK, ROWLOCK), a shared lock on
@@ -12,14 +13,12 @@
 -- Returns one row: affected (bigint), 1 when given back, 0 otherwise.
 SET NOCOUNT ON;
 
-UPDATE dbo.outbox_ops
-SET state = 'pending',
-    claimed_by_fence = NULL,
+UPDATE dbo.outbox_queue
+SET claimed_by_fence = NULL,
     claimed_by_lease = NULL,
     claimed_at = NULL,
     attempts = attempts - 1
 WHERE id = @P4
-  AND state = 'in_flight'
   AND claimed_by_fence = @P3
   AND claimed_by_lease = @P1
   AND EXISTS (

@@ -6,9 +6,11 @@
 --   the transaction, a locking read of the latest committed row under READ COMMITTED and READ
 --   COMMITTED SNAPSHOT alike (under RCSI a plain read takes no lock and reads a version), so
 --   no newer takeover commits under it (G9).
--- - The UPDATE finds its ops with update locks and checks them on the current row in both
---   modes: an op whose completion is being written is waited for, then found no longer in
---   flight and left alone; the ops re-queued stay locked until the commit.
+-- - The UPDATE finds its queue rows with update locks and checks them on the current row in
+--   both modes: an op whose completion is being written is waited for, then found gone (its
+--   queue row deleted) or unclaimed and left alone; the ops re-queued stay locked until the
+--   commit. No index covers the claim columns (so that a claim writes no index), so this scans
+--   the queue, the unfinished ops only, once per term (0013_queue_layout.sql).
 -- - Whether a claim's lease is still live is a plain read, as in the PostgreSQL file: a lease
 --   that is not live under a token never becomes live again under it (renewal needs an
 --   unexpired lease), so a version read errs only towards leaving a claim alone.
@@ -21,15 +23,14 @@ SET NOCOUNT ON;
 DECLARE @now datetimeoffset(7) = SYSUTCDATETIME();
 
 UPDATE o
-SET state = 'pending',
-    claimed_by_fence = NULL,
+SET claimed_by_fence = NULL,
     claimed_by_lease = NULL,
     claimed_at = NULL,
     next_attempt_at = @now,
     last_error = CONCAT(N'dispatcher token ', o.claimed_by_fence,
                         N' lost its lease during the attempt')
-FROM dbo.outbox_ops AS o
-WHERE o.state = 'in_flight'
+FROM dbo.outbox_queue AS o
+WHERE o.claimed_by_fence IS NOT NULL
   AND o.partition % @P4 = @P5
   -- Left by a claim whose lease is no longer live under its token: an older holder of this
   -- partition, or of a lease of another partition count that has lapsed. A claim of a live

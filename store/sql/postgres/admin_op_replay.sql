@@ -3,6 +3,9 @@
 -- idempotency key are kept. Only ops admin_op_lock.sql locked and admin.rs allowed. Wakes
 -- listening dispatchers on commit (one notification per transaction: PostgreSQL folds
 -- identical ones).
+-- The replayed attempt's span links to the op's last attempt: its traceparent is the finished
+-- row's when kept there (a cancelled or superseded op's), otherwise its newest attempt row's
+-- (a completion writes it on the attempt row only: one copy, not two).
 -- Parameters: $1 op row ids (bigint[]). Returns how many were replayed.
 WITH gone AS (
     DELETE FROM outbox_finished
@@ -14,7 +17,11 @@ WITH gone AS (
                               retry_since, last_error, last_attempt_trace)
     SELECT g.id, clock_timestamp(), r.partition, r.destination, r.fence, r.order_key,
            r.expire_with_generation, g.attempts, g.attempts, clock_timestamp(), g.last_error,
-           g.last_attempt_trace
+           coalesce(g.last_attempt_trace,
+                    (SELECT a.trace_context FROM outbox_attempts a
+                     WHERE a.op_id = r.op_id
+                     ORDER BY a.attempt DESC
+                     LIMIT 1))
     FROM gone g
     JOIN outbox_requests r ON r.id = g.id
     RETURNING id

@@ -7,7 +7,13 @@
 -- Parameters: $1 partition lease resource, $2 owner id, $3 dispatcher token, then one array
 -- element per completion: $4 op row ids, $5 new states, $6 retry delays (ms), $7 errors,
 -- $8 attempt numbers, $9 attempt start times, $10 outcomes, $11 HTTP statuses, $12 excerpts,
--- $13 the attempts' span traceparents (kept on the attempt and the op: a retry's span links to it).
+-- $13 the attempts' span traceparents (kept on the attempt row, and on a retried op's queue
+-- row, which the retry reads back to link its span; a finished row leaves it to the attempt
+-- row, where a replay finds it).
+-- No op is listed twice (Store::op_complete_batch takes each once). An attempt row already
+-- there for the op and number (an abandoned term's `unknown`) is kept: tested by NOT EXISTS,
+-- since ON CONFLICT DO NOTHING's speculative insertion writes a second WAL record per row (48
+-- of the 942 bytes a delivered op wrote, counted by bench/sql/postgres/claims/wal.sh).
 -- Returns the row ids that applied.
 WITH lease AS (
     SELECT 1 FROM outbox_leases
@@ -28,12 +34,12 @@ WITH lease AS (
       AND q.claimed_by_lease = $1
       AND EXISTS (SELECT 1 FROM lease)
     RETURNING q.id, c.state, q.attempts, q.next_attempt_at, q.retry_base_attempts,
-              q.retry_since, c.error, c.trace
+              q.retry_since, c.error
 ), finished AS (
     INSERT INTO outbox_finished (id, state, attempts, next_attempt_at, finished_at, last_error,
-                                 retry_base_attempts, retry_since, last_attempt_trace)
+                                 retry_base_attempts, retry_since)
     SELECT id, state, attempts, next_attempt_at, clock_timestamp(), error, retry_base_attempts,
-           retry_since, trace
+           retry_since
     FROM ended
 ), retried AS (
     UPDATE outbox_queue q
@@ -62,6 +68,8 @@ WITH lease AS (
     FROM done
     JOIN c ON c.id = done.id
     JOIN outbox_requests r ON r.id = done.id
-    ON CONFLICT (op_id, attempt) DO NOTHING
+    WHERE NOT EXISTS (
+            SELECT 1 FROM outbox_attempts a
+            WHERE a.op_id = r.op_id AND a.attempt = c.attempt)
 )
 SELECT id FROM done

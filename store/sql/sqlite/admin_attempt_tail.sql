@@ -6,7 +6,7 @@ SELECT a.id, o.id AS seq, o.op_id, o.destination, o.resource, a.attempt, a.dispa
            AS duration_ms,
        a.outcome, a.http_status, a.error, a.response_excerpt, a.trace_context
 FROM outbox_attempts a
-JOIN outbox_ops o ON o.op_id = a.op_id
+JOIN outbox_requests o ON o.op_id = a.op_id
 WHERE a.id > ?1
 ORDER BY a.id
 LIMIT ?2

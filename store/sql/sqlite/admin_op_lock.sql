@@ -1,6 +1,7 @@
--- outboxctl replay/cancel: the ops to change, with their resource's newest token. Run inside
--- the change's BEGIN IMMEDIATE transaction: SQLite's single writer lock keeps every
--- dispatcher statement out until it commits, so an op is never in two states.
+-- outboxctl replay/cancel: the ops to change, with their state (the view outbox_ops: queue
+-- row or finished row) and their resource's newest token. Run inside the change's
+-- BEGIN IMMEDIATE transaction: SQLite's single writer lock keeps every dispatcher statement
+-- out until it commits, so an op is never in two states.
 -- Parameters: ?1 op row ids (a JSON array).
 SELECT o.id, o.op_id, o.state, o.fence, l.fence AS resource_fence
 FROM outbox_ops o

@@ -1,5 +1,6 @@
 -- outboxctl show: one op with everything operators ask about, and its resource's newest token
--- (an op of an older token is superseded for replay).
+-- (an op of an older token is superseded for replay). Reads the view outbox_ops
+-- (0013_queue_layout.sql): the request with its queue or finished row.
 -- Parameters: ?1 op row id.
 SELECT o.id, o.op_id, o.resource, o.fence, o.owner_id, o.destination, o.idempotency_key,
        o.order_key, o.method, o.path, o.headers, o.content_type, o.body,

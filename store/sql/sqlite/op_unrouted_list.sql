@@ -3,8 +3,8 @@
 -- the most waiting first: names come from producers, so the report stays bounded.
 -- Parameters: ?1 configured destinations (JSON array), ?2 how many names at most.
 SELECT destination, count(*) AS pending
-FROM outbox_ops
-WHERE state = 'pending'
+FROM outbox_queue
+WHERE claimed_by_fence IS NULL
   AND destination NOT IN (SELECT value FROM json_each(?1))
 GROUP BY destination
 ORDER BY pending DESC, destination

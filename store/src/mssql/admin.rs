@@ -261,7 +261,7 @@ fn casts_exactly(value: Option<&str>, width: usize) -> bool {
 }
 
 /// `admin_op_list.sql` bound to `filter` (`destinations`: the JSON list of destinations in
-/// use, for a key looked up without a destination), in its `@P1…@P10` order.
+/// use, for a key looked up without a destination), in its `@P1…@P11` order.
 fn list_stmt(filter: &OpFilter, destinations: Option<String>) -> Stmt<'_> {
     let states = (!filter.states.is_empty()).then(|| {
         let names: Vec<&str> = filter.states.iter().map(|s| s.as_str()).collect();
@@ -278,6 +278,7 @@ fn list_stmt(filter: &OpFilter, destinations: Option<String>) -> Stmt<'_> {
         .bind(time_param(&filter.created_before))
         .bind(filter.before_seq)
         .bind(i64::from(filter.limit))
+        .bind(filter.only_unfinished_states())
 }
 
 /// A time parameter as `datetimeoffset` (NULL when unset).

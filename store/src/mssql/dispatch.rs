@@ -70,7 +70,7 @@ impl MsStore {
                     .bind(lease.resource.as_str())
                     .bind(lease.owner_id.as_uuid())
                     .bind(lease.token.get())
-                    .bind(completions_json(completions)),
+                    .bind(crate::json::completions(completions, iso_time)),
             )
             .await?;
         let applied = rows
@@ -165,29 +165,6 @@ impl MsStore {
             .map(|r| Ok((r.col("destination")?, r.col("pending")?)))
             .collect()
     }
-}
-
-/// Completions as the JSON array `op_complete_batch_if_claimed.sql` reads: times as
-/// ISO 8601 with an offset and at most 7 fractional digits (datetimeoffset(7)).
-pub(crate) fn completions_json(completions: &[Completion]) -> String {
-    let items: Vec<serde_json::Value> = completions
-        .iter()
-        .map(|c| {
-            serde_json::json!({
-                "seq": c.seq,
-                "state": c.next.state(),
-                "delay_ms": c.next.delay_ms(),
-                "error": c.stored_error(),
-                "attempt": c.attempt,
-                "started_at": iso_time(c.started_at),
-                "outcome": c.outcome.as_str(),
-                "http_status": c.http_status.map(i32::from),
-                "excerpt": c.stored_excerpt(),
-                "trace": c.trace_context,
-            })
-        })
-        .collect();
-    serde_json::Value::Array(items).to_string()
 }
 
 /// `2026-12-01T12:00:00.1234560+00:00`, in UTC.

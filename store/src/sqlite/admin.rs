@@ -6,8 +6,9 @@
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use time::OffsetDateTime;
 
-use super::{SqliteStore, map_err, rejection_row};
+use super::{Col as _, SqliteStore, map_err, rejection_row, request_delete};
 use crate::admin::sqlx_admin::{AdminDb, AdminSql, SqlxAdmin, admin_sql};
+use crate::driver::Driver as _;
 use crate::error::{Backend, Error};
 use crate::op::RejectionRow;
 
@@ -16,8 +17,12 @@ impl AdminDb for sqlx::Sqlite {
     const SQL: AdminSql = admin_sql!("sqlite");
     // Keeps the planner off the (destination, key) index for a destination filter.
     const WALK_IDS: &'static str = "+";
-    // The partial index's predicate, word for word: SQLite uses a partial index only then.
-    const ATTENTION_STATES: &'static str = "\n  AND state IN ('dead', 'cancelled', 'superseded')";
+    // Each op's state is its queue row or its finished row (0013_queue_layout.sql); the
+    // partial index's predicate word for word: SQLite uses a partial index only then.
+    const ATTENTION_STATES: &'static str = "\n  AND id IN (SELECT id FROM outbox_finished \
+         WHERE state IN ('dead', 'cancelled', 'superseded'))";
+    // Walking the requests newest first finds the unfinished ops soon (they are the newest);
+    // a semi-join would read the whole queue first.
     const UNFINISHED_STATES: &'static str = "";
 
     type Ids = String;
@@ -58,6 +63,35 @@ impl SqlxAdmin for SqliteStore {
 
     fn pooled(&self) -> bool {
         false
+    }
+}
+
+impl SqliteStore {
+    /// `admin_purge.sql` and the requests of the ops it deleted (their attempts go with
+    /// them), in one transaction: one batch, the states of its ops.
+    pub(super) async fn purge_batch(
+        &self,
+        states: &[&str],
+        older_than_ms: i64,
+        batch: usize,
+    ) -> Result<Vec<String>, Error> {
+        let mut tx = self.begin().await?;
+        let rows = sqlx::query(<sqlx::Sqlite as AdminDb>::SQL.purge)
+            .bind(crate::json::list(states))
+            .bind(older_than_ms)
+            .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)?;
+        let mut ids = Vec::with_capacity(rows.len());
+        let mut gone = Vec::with_capacity(rows.len());
+        for r in &rows {
+            ids.push(r.col::<i64>("id")?);
+            gone.push(r.col::<String>("state")?);
+        }
+        request_delete(&mut tx, &ids).await?;
+        Self::commit(tx).await?;
+        Ok(gone)
     }
 }
 

@@ -4,10 +4,11 @@
 use super::*;
 
 const OP_CLAIM_DUE: &str = include_str!("../../sql/sqlite/op_claim_due.sql");
+const OP_CLAIMED_READ: &str = include_str!("../../sql/sqlite/op_claimed_read.sql");
 const OP_SUPERSEDE_STALE_GENERATION: &str =
     include_str!("../../sql/sqlite/op_supersede_stale_generation.sql");
-const OP_COMPLETE_IF_CLAIMED: &str = include_str!("../../sql/sqlite/op_complete_if_claimed.sql");
-const ATTEMPT_INSERT: &str = include_str!("../../sql/sqlite/attempt_insert.sql");
+const OP_COMPLETE_BATCH_IF_CLAIMED: &str =
+    include_str!("../../sql/sqlite/op_complete_batch_if_claimed.sql");
 const OP_RELEASE_CLAIM: &str = include_str!("../../sql/sqlite/op_release_claim.sql");
 const OP_STATS: &str = include_str!("../../sql/sqlite/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../../sql/sqlite/wakeup_set.sql");
@@ -28,12 +29,13 @@ impl SqliteStore {
         let (destinations, room) = crate::dispatch::split_rooms(rooms);
         let destinations = json_list(&destinations);
         let mut tx = self.begin().await?;
+        // A script (finished rows, then the queue rows gone): one row per op superseded.
         let superseded = with_partition_lease(OP_SUPERSEDE_STALE_GENERATION, lease, part)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await
             .map_err(map_err)?
-            .rows_affected();
-        let rows = sqlx::query(OP_CLAIM_DUE)
+            .len() as u64;
+        let ids = sqlx::query(OP_CLAIM_DUE)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid().hyphenated())
             .bind(lease.token.get())
@@ -42,11 +44,23 @@ impl SqliteStore {
             .bind(destinations)
             .bind(json_list(breakers))
             .bind(limit)
-            .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
             .bind(json_list(&room))
             .fetch_all(&mut *tx)
             .await
-            .map_err(map_err)?;
+            .map_err(map_err)
+            .and_then(|rows| ids(&rows))?;
+        // SQLite's RETURNING reads only the queue: the requests are read by key, in the claim's
+        // transaction.
+        let rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(OP_CLAIMED_READ)
+                .bind(json_list(&ids))
+                .bind(i64::try_from(max_body_bytes).unwrap_or(i64::MAX))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(map_err)?
+        };
         // Read before commit: a claim is never committed with rows nobody has looked at.
         let decoded = rows
             .iter()
@@ -56,20 +70,30 @@ impl SqliteStore {
         Ok(Claimed::new(decoded, superseded))
     }
 
-    /// Records completions in one transaction (one commit, one fsync); each is checked on
-    /// its own, so a discarded one does not hold back the others.
+    /// Records completions (no op twice: `Store::op_complete_batch` sees to it) in one script
+    /// and one transaction (one commit, one fsync); each is checked on its own, so a
+    /// discarded one does not hold back the others.
     pub(crate) async fn op_complete_batch(
         &self,
         lease: &Lease,
         completions: &[Completion],
     ) -> Result<Vec<bool>, Error> {
         let mut tx = self.begin().await?;
-        let mut applied = Vec::with_capacity(completions.len());
-        for c in completions {
-            applied.push(complete_on(&mut tx, lease, c).await?);
-        }
+        // Every statement of the script runs only when its rows are all fetched.
+        let applied = sqlx::query(OP_COMPLETE_BATCH_IF_CLAIMED)
+            .bind(lease.resource.as_str())
+            .bind(lease.owner_id.as_uuid().hyphenated())
+            .bind(lease.token.get())
+            .bind(crate::json::completions(completions, rfc3339))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)
+            .and_then(|rows| ids(&rows))?;
         tx.commit().await.map_err(map_err)?;
-        Ok(applied)
+        Ok(completions
+            .iter()
+            .map(|c| applied.contains(&c.seq))
+            .collect())
     }
 
     pub(crate) async fn op_release_claim(&self, lease: &Lease, seq: i64) -> Result<bool, Error> {
@@ -124,18 +148,25 @@ impl SqliteStore {
         row.col("due_in_ms")
     }
 
+    /// The finished rows, then their requests (and attempts), in one transaction.
     pub(crate) async fn op_purge_finished(
         &self,
         older_than_ms: i64,
         batch: u32,
     ) -> Result<u64, Error> {
-        let done = sqlx::query(OP_PURGE_FINISHED)
+        let mut tx = self.begin().await?;
+        let ids = sqlx::query(OP_PURGE_FINISHED)
             .bind(older_than_ms)
             .bind(batch)
-            .execute(&self.pool)
+            .fetch_all(&mut *tx)
             .await
-            .map_err(map_err)?;
-        Ok(done.rows_affected())
+            .map_err(map_err)
+            .and_then(|rows| ids(&rows))?;
+        if !ids.is_empty() {
+            request_delete(&mut tx, &ids).await?;
+        }
+        tx.commit().await.map_err(map_err)?;
+        Ok(ids.len() as u64)
     }
 
     pub(crate) async fn op_unrouted_list(
@@ -155,45 +186,14 @@ impl SqliteStore {
     }
 }
 
-/// One completion inside a transaction: the guarded update, then the attempt's row if it
-/// applied.
-async fn complete_on(
-    conn: &mut SqliteConnection,
-    lease: &Lease,
-    c: &Completion,
-) -> Result<bool, Error> {
-    let error = c.stored_error();
-    let applied = sqlx::query(OP_COMPLETE_IF_CLAIMED)
-        .bind(c.seq)
-        .bind(lease.token.get())
-        .bind(lease.resource.as_str())
-        .bind(lease.owner_id.as_uuid().hyphenated())
-        .bind(c.next.state())
-        .bind(c.next.delay_ms())
-        .bind(error.as_deref())
-        .bind(c.trace_context.as_deref())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    let Some(applied) = applied else {
-        return Ok(false);
-    };
-    // The row's own op id, as stored: the attempt references it whatever the claim read.
-    let op_id: String = applied.col("op_id")?;
-    sqlx::query(ATTEMPT_INSERT)
-        .bind(op_id)
-        .bind(c.attempt)
-        .bind(lease.token.get())
-        .bind(c.started_at.format(&Rfc3339).unwrap_or_default())
-        .bind(c.outcome.as_str())
-        .bind(c.http_status.map(i32::from))
-        .bind(error.as_deref())
-        .bind(c.stored_excerpt())
-        .bind(c.trace_context.as_deref())
-        .execute(&mut *conn)
-        .await
-        .map_err(map_err)?;
-    Ok(true)
+/// The `id` column of each row a statement returned.
+fn ids(rows: &[SqliteRow]) -> Result<Vec<i64>, Error> {
+    rows.iter().map(|r| r.col::<i64>("id")).collect()
+}
+
+/// An attempt's start as SQLite keeps times: RFC 3339 in UTC.
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_default()
 }
 
 /// A row of `op_claim_due.sql`.

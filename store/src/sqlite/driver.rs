@@ -82,35 +82,18 @@ impl Driver for SqliteStore {
         Ok(())
     }
 
+    /// The request and its queue row in one savepoint: the caller's transaction
+    /// (`enqueue_in`) outlives a failed statement on SQLite, and must not keep a request
+    /// without its queue row.
     async fn op_insert(
         c: &mut SqliteConnection,
         lease: &Lease,
         op: &NewOp,
     ) -> Result<Option<i64>, Error> {
-        sqlx::query(OP_INSERT_IF_LEASE_HELD)
-            .bind(lease.resource.as_str())
-            .bind(lease.owner_id.as_uuid().hyphenated())
-            .bind(lease.token.get())
-            .bind(op.op_id.hyphenated())
-            .bind(op.destination.as_str())
-            .bind(op.idempotency_key.as_str())
-            .bind(&op.request_hash[..])
-            .bind(op.order_key.as_ref().map(OrderKey::as_str))
-            .bind(op.partition)
-            .bind(op.method.as_str())
-            .bind(&op.path)
-            .bind(&op.headers_json)
-            .bind(op.content_type.as_deref())
-            .bind(&op.body)
-            .bind(op.expire_with_generation)
-            .bind(op.delay_ms)
-            .bind(op.trace_context.as_deref())
-            .bind(op.trace_state.as_deref())
-            .fetch_optional(c)
-            .await
-            .map_err(map_err)?
-            .map(|r| r.col("id"))
-            .transpose()
+        savepoint_begin(c).await?;
+        let inserted = request_and_queue_insert(c, lease, op).await;
+        savepoint_end(c, inserted.is_ok()).await?;
+        inserted
     }
 
     async fn lease_seen(
@@ -158,19 +141,22 @@ impl Driver for SqliteStore {
             .transpose()
     }
 
+    /// In a savepoint, as [`Self::op_insert`]: the script's insert and delete go together.
     async fn op_supersede_older(
         c: &mut SqliteConnection,
         lease: &Lease,
         op: &NewOp,
     ) -> Result<(), Error> {
-        sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
+        savepoint_begin(c).await?;
+        let done = sqlx::query(OP_SUPERSEDE_OLDER_PENDING)
             .bind(lease.resource.as_str())
             .bind(op.destination.as_str())
             .bind(lease.token.get())
-            .execute(c)
+            .execute(&mut *c)
             .await
-            .map_err(map_err)?;
-        Ok(())
+            .map_err(map_err);
+        savepoint_end(c, done.is_ok()).await?;
+        done.map(drop)
     }
 
     async fn attempt_record_abandoned(
@@ -274,6 +260,41 @@ impl Driver for SqliteStore {
         older_than_ms: i64,
         batch: usize,
     ) -> Result<Vec<String>, Error> {
-        self.purge(states, older_than_ms, batch).await
+        self.purge_batch(states, older_than_ms, batch).await
     }
+}
+
+/// `op_insert_if_lease_held.sql`, then the queue row of the request it inserted.
+async fn request_and_queue_insert(
+    c: &mut SqliteConnection,
+    lease: &Lease,
+    op: &NewOp,
+) -> Result<Option<i64>, Error> {
+    let id: Option<i64> = sqlx::query(OP_INSERT_IF_LEASE_HELD)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid().hyphenated())
+        .bind(lease.token.get())
+        .bind(op.op_id.hyphenated())
+        .bind(op.destination.as_str())
+        .bind(op.idempotency_key.as_str())
+        .bind(&op.request_hash[..])
+        .bind(op.order_key.as_ref().map(OrderKey::as_str))
+        .bind(op.partition)
+        .bind(op.method.as_str())
+        .bind(&op.path)
+        .bind(&op.headers_json)
+        .bind(op.content_type.as_deref())
+        .bind(&op.body)
+        .bind(op.expire_with_generation)
+        .bind(op.trace_context.as_deref())
+        .bind(op.trace_state.as_deref())
+        .fetch_optional(&mut *c)
+        .await
+        .map_err(map_err)?
+        .map(|r| r.col("id"))
+        .transpose()?;
+    if let Some(id) = id {
+        queue_insert(c, &[(id, op.delay_ms)]).await?;
+    }
+    Ok(id)
 }

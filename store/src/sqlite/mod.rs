@@ -45,6 +45,8 @@ use uuid::fmt::Hyphenated;
 
 const OP_INSERT_BATCH_IF_LEASE_HELD: &str =
     include_str!("../../sql/sqlite/op_insert_batch_if_lease_held.sql");
+const OP_QUEUE_INSERT: &str = include_str!("../../sql/sqlite/op_queue_insert.sql");
+const OP_REQUEST_DELETE: &str = include_str!("../../sql/sqlite/op_request_delete.sql");
 const REJECTION_INSERT: &str = include_str!("../../sql/sqlite/rejection_insert.sql");
 const REJECTION_LIST: &str = include_str!("../../sql/sqlite/rejection_list.sql");
 
@@ -124,6 +126,11 @@ impl SqliteStore {
             .iter()
             .map(|r| Ok((r.col::<Hyphenated>("op_id")?.into_uuid(), r.col("id")?)))
             .collect::<Result<_, Error>>()?;
+        let queued: Vec<(i64, i64)> = ops
+            .iter()
+            .filter_map(|o| inserted.get(&o.op_id).map(|&id| (id, o.delay_ms)))
+            .collect();
+        queue_insert(&mut tx, &queued).await?;
         enqueue::assemble::<Self>(tx, lease, ops, &inserted).await
     }
 
@@ -151,6 +158,57 @@ impl SqliteStore {
             .map_err(map_err)?;
         rows.iter().map(rejection_row).collect()
     }
+}
+
+/// The queue rows of requests just inserted: (op row id, delay in milliseconds) each
+/// (`op_queue_insert.sql`; SQLite has no data-modifying WITH to write both in one statement).
+async fn queue_insert(c: &mut SqliteConnection, queued: &[(i64, i64)]) -> Result<(), Error> {
+    if queued.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(OP_QUEUE_INSERT)
+        .bind(json_list(queued))
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Deletes the requests of finished ops a purge deleted, and their attempts with them.
+async fn request_delete(c: &mut SqliteConnection, ids: &[i64]) -> Result<(), Error> {
+    sqlx::query(OP_REQUEST_DELETE)
+        .bind(json_list(ids))
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Opens a savepoint: the statements up to [`savepoint_end`] take effect together or not at
+/// all. A failed statement does not end a SQLite transaction, so a caller's transaction
+/// (`enqueue_in`) that goes on after an error must not keep half of a write: a request
+/// without its queue row (issue 36).
+async fn savepoint_begin(c: &mut SqliteConnection) -> Result<(), Error> {
+    sqlx::query("SAVEPOINT outbox_write")
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
+}
+
+/// Closes the savepoint [`savepoint_begin`] opened, keeping its writes or undoing them.
+async fn savepoint_end(c: &mut SqliteConnection, keep: bool) -> Result<(), Error> {
+    if !keep {
+        sqlx::query("ROLLBACK TO outbox_write")
+            .execute(&mut *c)
+            .await
+            .map_err(map_err)?;
+    }
+    sqlx::query("RELEASE outbox_write")
+        .execute(c)
+        .await
+        .map_err(map_err)?;
+    Ok(())
 }
 
 /// A statement whose parameters are a partition's lease and the partition: ?1 resource,

@@ -57,12 +57,7 @@ async fn g5_supersede_pending_marks_exactly_the_older_pending_ops(db: TestDb) {
         .unwrap();
     outbox.enqueue(&new, &replacing).await.unwrap();
 
-    let states: Vec<(String, String)> = db
-        .ops()
-        .await
-        .into_iter()
-        .map(|o| (o.idempotency_key, o.state))
-        .collect();
+    let states = db.states().await;
     let expected = [
         ("old-docs-1", "superseded"),
         ("old-docs-2", "superseded"),

@@ -1,0 +1,5 @@
+-- 0014_request_rules: nothing to change on this backend. PostgreSQL's 0014 moves the request's
+-- CHECK constraints into a row trigger because it prepares each CHECK expression afresh for
+-- every statement that writes the table (BENCHMARKS.md, "Enqueue: the request's rules").
+-- SQL Server compiles a table's CHECK constraints into the plan of each statement that writes
+-- it, and keeps the plan in its cache, so here a CHECK costs its evaluation per row only.

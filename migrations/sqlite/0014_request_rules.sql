@@ -1,0 +1,6 @@
+-- 0014_request_rules: nothing to change on this backend. PostgreSQL's 0014 moves the request's
+-- CHECK constraints into a row trigger because it prepares each CHECK expression afresh for
+-- every statement that writes the table (BENCHMARKS.md, "Enqueue: the request's rules").
+-- SQLite compiles a table's CHECK constraints into each prepared statement that writes it, and
+-- the store keeps its prepared statements per connection, so here a CHECK costs its evaluation
+-- per row only.
