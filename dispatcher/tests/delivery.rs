@@ -12,7 +12,7 @@ use common::{all, destination, dispatch, dispatch_listening, dispatch_with, post
 use outbox_dispatcher::Config;
 use outbox_dispatcher::signing::SigningKey;
 use outbox_producer::Operation;
-use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until};
+use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until, wait_until_explained};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -655,7 +655,7 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
     // Both dispatchers must have joined (they register only once they adopted the count):
     // one may lead both partitions while the other is still starting, and a dispatcher that
     // starts after the change refuses the old count, as the end of this test shows.
-    wait_until(
+    wait_until_explained(
         Duration::from_secs(30),
         "both partitions of 2 are led and both dispatchers have joined",
         || async {
@@ -673,6 +673,7 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
                         ("dispatcher/1".to_owned(), Some(2)),
                     ]
         },
+        || db.explain_activity(),
     )
     .await;
     enqueue_wave(&outbox, 1).await;
@@ -685,7 +686,7 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
     let report = store.partition_count_set(4, &change).await.unwrap();
     assert_eq!((report.before, report.after), (Some(2), 4));
     enqueue_wave(&outbox, 2).await;
-    wait_until(
+    wait_until_explained(
         Duration::from_secs(60),
         "the four partitions of 4 are led",
         || async {
@@ -694,10 +695,25 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
                     .map(|i| (format!("dispatcher/{i}"), Some(4)))
                     .collect::<Vec<_>>()
         },
+        || db.explain_activity(),
     )
     .await;
     enqueue_wave(&outbox, 3).await;
-    until_states(&db, "every op is delivered", all("delivered")).await;
+    wait_until_explained(
+        Duration::from_secs(30),
+        "every op is delivered",
+        || async {
+            all("delivered")(
+                &db.states()
+                    .await
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .collect::<Vec<_>>(),
+            )
+        },
+        || db.explain_activity(),
+    )
+    .await;
 
     // A dispatcher still configured with the old count refuses to serve.
     let text = format!(

@@ -441,6 +441,59 @@ impl TestDb {
             .map_err(|e| e.to_string()))
     }
 
+    /// What the server is doing for this test's database, for a timed-out wait to show:
+    /// PostgreSQL's sessions on it (state, wait, blockers, how long, the statement's first
+    /// line), every partition lease with its holder and count, and every dispatcher instance. Empty on
+    /// the other backends; never panics (it runs while a test is failing).
+    pub async fn explain_activity(&self) -> String {
+        if self.kind != Kind::Postgres {
+            return String::new();
+        }
+        let Ok(mut c) = PgConnection::connect(&self.url).await else {
+            return "(could not connect to show the sessions)".to_owned();
+        };
+        let sections = [
+            (
+                "sessions",
+                "SELECT concat_ws(' | ', pid, application_name, state, wait_event_type, \
+                 wait_event, 'blocked by ' || pg_blocking_pids(pid)::text, \
+                 'xact ' || (clock_timestamp() - xact_start)::text, \
+                 'query ' || (clock_timestamp() - query_start)::text, \
+                 split_part(ltrim(regexp_replace(query, '^(\\s*--[^\\n]*\\n)+', '')), E'\\n', 1)) \
+                 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                 ORDER BY xact_start NULLS LAST",
+            ),
+            (
+                "partition leases (holder, token, count, time left)",
+                "SELECT concat_ws(' | ', resource, owner_id, fence, partitions, \
+                 (expires_at - clock_timestamp())::text) FROM outbox_leases \
+                 WHERE resource LIKE 'dispatcher/%' ORDER BY resource",
+            ),
+            (
+                "instances",
+                "SELECT concat_ws(' | ', instance_id, pid, partitions, 'led ' || led, \
+                 'beat ' || (clock_timestamp() - heartbeat_at)::text || ' ago') \
+                 FROM outbox_dispatchers ORDER BY instance_id",
+            ),
+        ];
+        let mut out = String::new();
+        for (name, sql) in sections {
+            out.push_str(&format!("\n{name}:\n"));
+            match sqlx::query_scalar::<_, Option<String>>(sql)
+                .fetch_all(&mut c)
+                .await
+            {
+                Ok(rows) => {
+                    for row in rows.into_iter().flatten() {
+                        out.push_str(&format!("  {row}\n"));
+                    }
+                }
+                Err(e) => out.push_str(&format!("  (could not read: {e})\n")),
+            }
+        }
+        out
+    }
+
     /// Moves every lease's expiry `secs` seconds into the past: to the leases, the same as the
     /// database clock running `secs` seconds ahead. Lets tests "advance time" without sleeping.
     pub async fn shift_lease_clock(&self, secs: u32) {

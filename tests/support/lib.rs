@@ -23,7 +23,7 @@ pub use mssql::rcsi as mssql_rcsi;
 pub use process::signal;
 pub use receiver::{Answer, Received, Receiver, Reply};
 pub use rng::Rng;
-pub use wait::{wait_for, wait_until};
+pub use wait::{wait_for, wait_until, wait_until_explained};
 
 /// Generates, for each named `async fn(TestDb)` of the calling module (which needs `tokio`), one test per backend:
 /// `sqlite::name`, `postgres::name` and `mssql::name` (ignored unless asked for, and then it

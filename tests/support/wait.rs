@@ -33,3 +33,26 @@ where
     };
     wait_for(timeout, what, attempt).await
 }
+
+/// [`wait_until`] that, on timeout, adds what `explain` says (the database's sessions and
+/// leases, say) to the panic, so a failure seen once in CI can be understood from its log.
+pub async fn wait_until_explained<F, Fut, E, EFut>(
+    timeout: Duration,
+    what: &str,
+    mut condition: F,
+    explain: E,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+    E: FnOnce() -> EFut,
+    EFut: Future<Output = String>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !condition().await {
+        if tokio::time::Instant::now() >= deadline {
+            let why = explain().await;
+            panic!("timed out after {timeout:?} waiting until {what}{why}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
