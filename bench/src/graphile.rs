@@ -107,13 +107,14 @@ impl Install {
     }
 
     /// Fills a fresh database of `target` with `backlog` jobs and drains it with graphile-worker
-    /// at `concurrency` into `{base_url}/v1/statements` (the `server` process), metered; fails
-    /// if a job fails or the queue is not empty within the deadline.
+    /// at `concurrency` (its completions batched after `batch_delay_ms` when given) into
+    /// `{base_url}/v1/statements` (the `server` process), metered; fails if a job fails or the
+    /// queue is not empty within the deadline.
     pub(crate) async fn drain(
         &self,
         target: &Target,
         backlog: usize,
-        concurrency: u32,
+        (concurrency, batch_delay_ms): (u32, Option<u32>),
         (server, base_url): (&Process, &str),
     ) -> anyhow::Result<Drained> {
         let db = target.fresh_unmigrated().await?;
@@ -124,12 +125,14 @@ impl Install {
             anyhow::bail!("graphile-worker runs on PostgreSQL only");
         };
         let started = Instant::now();
-        let mut process = Process::spawn(
-            self.worker("run", &db.url)
-                .env("PEER_CONCURRENCY", concurrency.to_string())
-                .env("PEER_SINK_URL", format!("{base_url}/v1/statements")),
-        )
-        .context("start graphile-worker")?;
+        let mut command = self.worker("run", &db.url);
+        command
+            .env("PEER_CONCURRENCY", concurrency.to_string())
+            .env("PEER_SINK_URL", format!("{base_url}/v1/statements"));
+        if let Some(ms) = batch_delay_ms {
+            command.env("PEER_COMPLETE_BATCH_DELAY_MS", ms.to_string());
+        }
+        let mut process = Process::spawn(&mut command).context("start graphile-worker")?;
         let who = [(PROCESS, process.pid()), ("destination", server.pid())];
         let meter = Meter::start(measured(&pool, &who).await, &pool).await;
         while !sqlx::query_scalar::<_, bool>(QUEUE_EMPTY)

@@ -101,6 +101,11 @@ struct PeerArgs {
     #[arg(long, value_name = "N,N,..", value_delimiter = ',', default_value = "64,256",
           value_parser = clap::value_parser!(u32).range(1..=384))]
     concurrency: Vec<u32>,
+    /// graphile-worker's completion batching: `completeJobBatchDelay` and `failJobBatchDelay`
+    /// in milliseconds (0 batches what finished in the same tick). Off unless given: its
+    /// default, and the measured setting.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    complete_batch_delay: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -173,9 +178,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let runs = if args.quick { 1 } else { args.runs.max(1) };
     // Checked before a cluster starts.
-    let pairings = match &args.scenario {
-        Scenario::Peer(p) => peer::Pairing::zip(&p.in_flight, &p.concurrency)?,
-        _ => Vec::new(),
+    let (pairings, batch_delay) = match &args.scenario {
+        Scenario::Peer(p) => (
+            peer::Pairing::zip(&p.in_flight, &p.concurrency)?,
+            p.complete_batch_delay,
+        ),
+        _ => (Vec::new(), None),
     };
     // SQL Server first, so a missing --mssql-url is reported before a cluster starts.
     let mssql = match args.backend {
@@ -244,7 +252,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             let backlog = args
                 .backlog
                 .unwrap_or(if args.quick { 2_000 } else { 50_000 });
-            let (r, table) = peer::peer(target, runs, backlog, &pairings).await?;
+            let (r, table) = peer::peer(target, runs, backlog, &pairings, batch_delay).await?;
             rows.extend(r);
             tables.push(table);
         }
@@ -311,8 +319,27 @@ mod tests {
             Scenario::Peer(PeerArgs {
                 in_flight,
                 concurrency,
+                ..
             }) => Ok((in_flight, concurrency)),
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn peer_batches_graphile_workers_completions_only_when_told() {
+        let delay = |argv: &[&str]| {
+            let args = Args::try_parse_from([&["outbox-bench", "peer"], argv].concat())?;
+            match args.scenario {
+                Scenario::Peer(p) => Ok(p.complete_batch_delay),
+                other => panic!("parsed as {other:?}"),
+            }
+        };
+        assert_eq!(delay(&[]).unwrap(), None);
+        assert_eq!(delay(&["--complete-batch-delay", "0"]).unwrap(), Some(0));
+        assert_eq!(delay(&["--complete-batch-delay", "5"]).unwrap(), Some(5));
+        for bad in ["-1", "1001", "x"] {
+            let parsed: Result<Option<u32>, clap::Error> = delay(&["--complete-batch-delay", bad]);
+            assert!(parsed.is_err(), "{bad}");
         }
     }
 

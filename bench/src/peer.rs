@@ -114,12 +114,14 @@ fn cpu(cost: &Cost, name: &str) -> f64 {
 }
 
 /// `peer` on `target`: every pairing `runs` times, each run a round of ours then one of
-/// graphile-worker's per pairing, `backlog` ops each. The rows, and the side-by-side table.
+/// graphile-worker's per pairing, `backlog` ops each, graphile-worker batching its
+/// completions when `batch_delay_ms` is given. The rows, and the side-by-side table.
 pub(crate) async fn peer(
     target: &Target,
     runs: usize,
     backlog: usize,
     pairings: &[Pairing],
+    batch_delay_ms: Option<u32>,
 ) -> anyhow::Result<(Vec<Row>, String)> {
     if !matches!(target, Target::Postgres { .. }) {
         println!(
@@ -139,7 +141,12 @@ pub(crate) async fn peer(
                 dispatch::drain(target, backlog, pairing.setting(), (&server, &base_url)).await?;
             checkpoint(target).await?;
             let t = install
-                .drain(target, backlog, pairing.concurrency, (&server, &base_url))
+                .drain(
+                    target,
+                    backlog,
+                    (pairing.concurrency, batch_delay_ms),
+                    (&server, &base_url),
+                )
                 .await?;
             eprintln!(
                 "peer run {}/{runs}, {}: ours {:.0} ops/s, graphile-worker {:.0} ops/s",
@@ -152,7 +159,13 @@ pub(crate) async fn peer(
             theirs[i].push(t);
         }
     }
-    let peer_name = format!("graphile-worker {}", install.version);
+    let peer_name = match batch_delay_ms {
+        None => format!("graphile-worker {}", install.version),
+        Some(ms) => format!(
+            "graphile-worker {} (completions batched, {ms} ms)",
+            install.version
+        ),
+    };
     let mut rows = Vec::new();
     let mut lines = Vec::new();
     for (i, pairing) in pairings.iter().enumerate() {

@@ -7,6 +7,8 @@
 //   DATABASE_URL=... PEER_CONCURRENCY=64 PEER_SINK_URL=http://127.0.0.1:PORT/v1/statements \
 //       node worker.mjs run
 //       works jobs of the task `post` until it is killed; exits 1 at the first job that fails.
+//       With PEER_COMPLETE_BATCH_DELAY_MS=N it batches its completions and failures
+//       (completeJobBatchDelay, failJobBatchDelay = N), off by default as in graphile-worker.
 //
 // The task `post` sends the job's payload as the JSON body, with the headers a producer's op
 // carries in the benchmark (X-Request-Source, Idempotency-Key from the payload's `key`), through
@@ -44,6 +46,12 @@ if (mode === "migrate") {
     process.exit(2);
   }
   const url = required("PEER_SINK_URL");
+  const batchDelayText = process.env.PEER_COMPLETE_BATCH_DELAY_MS;
+  const batchDelay = batchDelayText === undefined ? -1 : Number.parseInt(batchDelayText, 10);
+  if (!(batchDelay >= -1)) {
+    console.error("worker.mjs: PEER_COMPLETE_BATCH_DELAY_MS must be a whole number of milliseconds");
+    process.exit(2);
+  }
 
   async function post(payload) {
     const response = await fetch(url, {
@@ -77,6 +85,9 @@ if (mode === "migrate") {
         pollInterval: 100,
         // On, at the size its release notes recommend: concurrency + 1.
         localQueue: { size: concurrency + 1 },
+        // -1 (graphile-worker's default) completes each job by itself.
+        completeJobBatchDelay: batchDelay,
+        failJobBatchDelay: batchDelay,
       },
     },
   });
