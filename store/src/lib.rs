@@ -348,8 +348,8 @@ impl Store {
     /// Records attempts' ends and their ops' new states in one transaction, each only while
     /// the op is claimed by this dispatcher token and `lease` still has its owner and token
     /// (G9). One flag per completion: `false` means discarded, nothing written. An op listed
-    /// twice counts once, by its first completion; each backend's statement is given every op
-    /// once.
+    /// twice counts once, by its first completion (a later one is `false`); each backend's
+    /// statement is given every op once.
     pub async fn op_complete_batch(
         &self,
         lease: &Lease,
@@ -366,11 +366,12 @@ impl Store {
             .cloned()
             .collect();
         let applied = on_backend!(self, b => b.op_complete_batch(lease, &firsts).await)?;
-        let by_seq: std::collections::HashMap<i64, bool> =
+        let mut by_seq: std::collections::HashMap<i64, bool> =
             firsts.iter().map(|c| c.seq).zip(applied).collect();
+        // `remove`: only an op's first listing takes its flag.
         Ok(completions
             .iter()
-            .map(|c| by_seq.get(&c.seq).copied().unwrap_or(false))
+            .map(|c| by_seq.remove(&c.seq).unwrap_or(false))
             .collect())
     }
 

@@ -495,6 +495,7 @@ async fn issue36_a_completion_batch_applies_each_on_its_own(db: TestDb) {
     ];
     let applied = store.op_complete_batch(&held, &batch).await.unwrap();
     assert_eq!(applied[..3], [true, true, true]);
+    assert!(!applied[3], "an op listed twice counted twice");
     assert!(!applied[4], "an unknown row id applied");
     let states = db.states().await;
     let state = |key: &str| states.iter().find(|(k, _)| k == key).unwrap().1.clone();
