@@ -102,8 +102,8 @@ struct PeerArgs {
           value_parser = clap::value_parser!(u32).range(1..=384))]
     concurrency: Vec<u32>,
     /// graphile-worker's completion batching: `completeJobBatchDelay` and `failJobBatchDelay`
-    /// in milliseconds (0 batches what finished in the same tick). Off unless given: its
-    /// default, and the measured setting.
+    /// in milliseconds (0 batches what finished in the same tick). Off unless given, as by
+    /// graphile-worker's default.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u32).range(0..=1000))]
     complete_batch_delay: Option<u32>,
 }
