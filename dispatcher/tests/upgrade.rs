@@ -17,6 +17,31 @@ use sqlx::{Connection, PgConnection, Row, SqliteConnection};
 /// The last migration of the build before the queue layout.
 const BEFORE: i64 = 12;
 
+/// Applies `backend`'s migrations 1..=BEFORE on the connection `c` and records each with
+/// `record` (the backend's placeholders), as that build's store did: a macro, since SQLite's
+/// and PostgreSQL's connections are different types.
+macro_rules! migrate_before {
+    ($c:ident, $backend:expr, $table:literal, $record:literal) => {
+        sqlx::raw_sql(include_str!($table))
+            .execute(&mut $c)
+            .await
+            .expect("migration table");
+        for m in migrations($backend).iter().filter(|m| m.version <= BEFORE) {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
+                .execute(&mut $c)
+                .await
+                .unwrap_or_else(|e| panic!("migration {}: {e}", m.name));
+            sqlx::query($record)
+                .bind(m.version)
+                .bind(m.name)
+                .bind(m.checksum())
+                .execute(&mut $c)
+                .await
+                .expect("record migration");
+        }
+    };
+}
+
 /// Applies migrations 1..=BEFORE as the store would have, records them, and fills the old
 /// `outbox_ops` table: ops of every state, their attempts, and the partition lease of a
 /// dispatcher that stopped with an op in flight.
@@ -35,30 +60,12 @@ async fn fill_sqlite(db: &TestDb) {
     let mut c = SqliteConnection::connect_with(&options.create_if_missing(true))
         .await
         .expect("connect");
-    sqlx::raw_sql(include_str!(
-        "../../store/sql/sqlite/migration_table_create.sql"
-    ))
-    .execute(&mut c)
-    .await
-    .expect("migration table");
-    for m in migrations(Backend::Sqlite)
-        .iter()
-        .filter(|m| m.version <= BEFORE)
-    {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
-            .execute(&mut c)
-            .await
-            .unwrap_or_else(|e| panic!("migration {}: {e}", m.name));
-        sqlx::query(
-            "INSERT INTO outbox_schema_migrations (version, name, checksum) VALUES (?1, ?2, ?3)",
-        )
-        .bind(m.version)
-        .bind(m.name)
-        .bind(m.checksum())
-        .execute(&mut c)
-        .await
-        .expect("record migration");
-    }
+    migrate_before!(
+        c,
+        Backend::Sqlite,
+        "../../store/sql/sqlite/migration_table_create.sql",
+        "INSERT INTO outbox_schema_migrations (version, name, checksum) VALUES (?1, ?2, ?3)"
+    );
     const FILL: &str = r#"
         INSERT INTO outbox_leases (resource, owner_id, expires_at, fence)
         VALUES ('upgrade:1', '00000000-0000-4000-8000-000000000001',
@@ -114,30 +121,12 @@ async fn fill_sqlite(db: &TestDb) {
 /// (`outbox.enqueue`, 0004) and the columns that build's dispatcher and `outboxctl` wrote.
 async fn fill_postgres(db: &TestDb) {
     let mut c = PgConnection::connect(db.url()).await.expect("connect");
-    sqlx::raw_sql(include_str!(
-        "../../store/sql/postgres/migration_table_create.sql"
-    ))
-    .execute(&mut c)
-    .await
-    .expect("migration table");
-    for m in migrations(Backend::Postgres)
-        .iter()
-        .filter(|m| m.version <= BEFORE)
-    {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
-            .execute(&mut c)
-            .await
-            .unwrap_or_else(|e| panic!("migration {}: {e}", m.name));
-        sqlx::query(
-            "INSERT INTO outbox_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-        )
-        .bind(m.version)
-        .bind(m.name)
-        .bind(m.checksum())
-        .execute(&mut c)
-        .await
-        .expect("record migration");
-    }
+    migrate_before!(
+        c,
+        Backend::Postgres,
+        "../../store/sql/postgres/migration_table_create.sql",
+        "INSERT INTO outbox_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)"
+    );
     const FILL: &str = r#"
         INSERT INTO outbox_leases (resource, owner_id, expires_at, fence)
         VALUES ('upgrade:1', '00000000-0000-4000-8000-000000000001', clock_timestamp() + interval '1 hour', 1),
