@@ -15,6 +15,7 @@ mod membership;
 mod partitioning;
 mod wakeup;
 
+use backon::{ExponentialBuilder, Retryable as _};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteRow, SqliteSynchronous,
@@ -23,6 +24,7 @@ use sqlx::{Connection as _, Row as _};
 use time::OffsetDateTime;
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::StoreOptions;
 use crate::admin::sqlx_admin::SqlxAdmin;
@@ -76,13 +78,29 @@ impl SqliteStore {
             .foreign_keys(true);
         // One direct connection first: it creates the file and switches it to WAL, and a
         // failure (a missing folder, no permission) is reported at once with its cause
-        // instead of as a pool timeout.
-        SqliteConnection::connect_with(&connect)
-            .await
-            .map_err(map_err)?
-            .close()
-            .await
-            .map_err(map_err)?;
+        // instead of as a pool timeout. Processes starting together on a new file (a
+        // dispatcher migrating it, a producer connecting) can find it locked while it changes
+        // journal mode, where SQLite answers busy without waiting: tried again for as long as
+        // the busy timeout would have waited.
+        let first = || async {
+            SqliteConnection::connect_with(&connect)
+                .await
+                .map_err(map_err)?
+                .close()
+                .await
+                .map_err(map_err)
+        };
+        first
+            .retry(
+                ExponentialBuilder::default()
+                    .with_min_delay(Duration::from_millis(20))
+                    .with_max_delay(Duration::from_millis(500))
+                    .with_total_delay(Some(options.sqlite_busy_timeout))
+                    .without_max_times(),
+            )
+            // Busy or locked only: a missing folder or a refused permission is said at once.
+            .when(|e| matches!(e, Error::Store(s) if s.kind() == StoreErrorKind::Retryable))
+            .await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
