@@ -699,21 +699,7 @@ async fn partitions_set_moves_running_dispatchers_to_the_new_count(db: TestDb) {
     )
     .await;
     enqueue_wave(&outbox, 3).await;
-    wait_until_explained(
-        Duration::from_secs(30),
-        "every op is delivered",
-        || async {
-            all("delivered")(
-                &db.states()
-                    .await
-                    .into_iter()
-                    .map(|(_, s)| s)
-                    .collect::<Vec<_>>(),
-            )
-        },
-        || db.explain_activity(),
-    )
-    .await;
+    until_states(&db, "every op is delivered", all("delivered")).await;
 
     // A dispatcher still configured with the old count refuses to serve.
     let text = format!(

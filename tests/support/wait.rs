@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-/// Polls `attempt` every 25 ms until it yields a value; panics naming `what` after `timeout`.
-pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, mut attempt: F) -> T
+/// Polls `attempt` every 25 ms until it yields a value; `None` once `timeout` has passed.
+async fn poll_for<T, F, Fut>(timeout: Duration, mut attempt: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -12,12 +12,24 @@ where
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(value) = attempt().await {
-            return value;
+            return Some(value);
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting until {what}");
+            return None;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Polls `attempt` every 25 ms until it yields a value; panics naming `what` after `timeout`.
+pub async fn wait_for<T, F, Fut>(timeout: Duration, what: &str, attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match poll_for(timeout, attempt).await {
+        Some(value) => value,
+        None => panic!("timed out after {timeout:?} waiting until {what}"),
     }
 }
 
@@ -47,12 +59,12 @@ pub async fn wait_until_explained<F, Fut, E, EFut>(
     E: FnOnce() -> EFut,
     EFut: Future<Output = String>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !condition().await {
-        if tokio::time::Instant::now() >= deadline {
-            let why = explain().await;
-            panic!("timed out after {timeout:?} waiting until {what}{why}");
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+    let attempt = || {
+        let check = condition();
+        async move { check.await.then_some(()) }
+    };
+    if poll_for(timeout, attempt).await.is_none() {
+        let why = explain().await;
+        panic!("timed out after {timeout:?} waiting until {what}{why}");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use outbox_dispatcher::Config;
 use outbox_producer::Operation;
-use outbox_tests::{Receiver, TestDb, wait_until};
+use outbox_tests::{Receiver, TestDb, wait_until, wait_until_explained};
 use tokio_util::sync::CancellationToken;
 
 /// A dispatcher running in this process until stopped.
@@ -125,13 +125,19 @@ pub(crate) fn post(destination: &str, path: &str, key: &str) -> Operation {
         .unwrap()
 }
 
-/// Waits (30 s at most) until the states of every op, in enqueue order, satisfy `done`.
+/// Waits (30 s at most) until the states of every op, in enqueue order, satisfy `done`; a
+/// timeout shows the database's sessions and the partition leases.
 #[allow(dead_code)] // operator.rs waits for what the destination received
 pub(crate) async fn until_states(db: &TestDb, what: &str, done: impl Fn(&[String]) -> bool) {
-    wait_until(Duration::from_secs(30), what, || async {
-        let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
-        done(&states)
-    })
+    wait_until_explained(
+        Duration::from_secs(30),
+        what,
+        || async {
+            let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
+            done(&states)
+        },
+        || db.explain_activity(),
+    )
     .await;
 }
 
