@@ -162,9 +162,7 @@ impl SqliteStore {
             .await
             .map_err(map_err)
             .and_then(|rows| ids(&rows))?;
-        if !ids.is_empty() {
-            request_delete(&mut tx, &ids).await?;
-        }
+        request_delete(&mut tx, &ids).await?;
         tx.commit().await.map_err(map_err)?;
         Ok(ids.len() as u64)
     }

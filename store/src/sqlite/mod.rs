@@ -192,8 +192,12 @@ async fn queue_insert(c: &mut SqliteConnection, queued: &[(i64, i64)]) -> Result
     Ok(())
 }
 
-/// Deletes the requests of finished ops a purge deleted, and their attempts with them.
+/// Deletes the requests of finished ops a purge deleted, and their attempts with them (none:
+/// no statement).
 async fn request_delete(c: &mut SqliteConnection, ids: &[i64]) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Ok(());
+    }
     sqlx::query(OP_REQUEST_DELETE)
         .bind(json_list(ids))
         .execute(c)
