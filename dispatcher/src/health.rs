@@ -71,10 +71,20 @@ impl View {
     /// `changed_at` (issue 34). An older view never overrides the claim.
     fn held_after(&self, destination: &str, breaker_on: bool, seen: HoldsSeen) -> bool {
         let view = self.lock();
-        let held = view.rows.get(destination).is_some_and(|h| {
-            h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed)
-        });
+        let held = view
+            .rows
+            .get(destination)
+            .is_some_and(|h| holds(h, breaker_on));
         held && view.held_at.get(destination).is_some_and(|&at| at > seen.0)
+    }
+
+    /// Whether `destination` is held in this view now: paused, or with `breaker_on` its breaker
+    /// not closed, whoever made the change (this process, another, an operator).
+    fn held_now(&self, destination: &str, breaker_on: bool) -> bool {
+        self.lock()
+            .rows
+            .get(destination)
+            .is_some_and(|h| holds(h, breaker_on))
     }
 
     /// Whether a probe of `destination` may be due now: open and cooled down, or a probe
@@ -206,6 +216,11 @@ impl View {
     }
 }
 
+/// Whether `h` holds its destination's ops: paused, or with `breaker_on` its breaker not closed.
+fn holds(h: &DestinationHealth, breaker_on: bool) -> bool {
+    h.paused.is_some() || (breaker_on && h.state != health::BreakerState::Closed)
+}
+
 /// What one attempt says about its destination: `None` when it says nothing (the op was
 /// never sent). No connection, a timeout or cut-off answer, and a status the destination's
 /// retry policy retries are failures; any other answer is healthy (the op's fault, not the
@@ -293,6 +308,15 @@ impl Health {
     pub(crate) fn held_after(&self, destination: &str, seen: HoldsSeen) -> bool {
         let breaker_on = self.policy(destination).is_some();
         self.view.held_after(destination, breaker_on, seen)
+    }
+
+    /// Whether `destination` is held as this process last saw it (paused, or its breaker not
+    /// closed): the ops a leader holds claimed for it are given back rather than started
+    /// (`dispatcher.claim_ahead`). The view of another process's change is as old as its last
+    /// read (`poll_interval`, at most a second).
+    pub(crate) fn held_now(&self, destination: &str) -> bool {
+        let breaker_on = self.policy(destination).is_some();
+        self.view.held_now(destination, breaker_on)
     }
 
     /// How much of `[from, until]` `destination` was held (open, half-open or paused).

@@ -8,8 +8,10 @@
 //!
 //! Invariants kept here: every claim, release, re-queue and partition-count write carries the
 //! term's one lease (G9, G12); nothing is claimed before the re-queue; every claimed op starts
-//! through [`Leader::start`], its slots reserved before the claim was sent, or its claim is
-//! given back; step-down stops listening and then releases the lease (or abandons a lost one).
+//! through [`Leader::start`], its slots reserved before the claim was sent or, claimed ahead
+//! of them (`dispatcher.claim_ahead`), once they free (`held.rs`), or its claim is given back;
+//! step-down gives back what is held, stops listening and then releases the lease (or abandons
+//! a lost one, and with it what is held).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -23,6 +25,7 @@ use tokio_util::task::TaskTracker;
 use crate::attempt::{self, Context};
 use crate::config::Config;
 use crate::health::Health;
+use crate::held::Held;
 use crate::metrics as m;
 use crate::partition::{Leadership, Trust};
 use crate::record::{self, Writer};
@@ -44,6 +47,8 @@ pub(crate) struct Settings {
     pub(crate) shutdown_grace: Duration,
     /// `dispatcher.max_body_bytes`: a claimed body larger than this is not sent.
     pub(crate) max_body_bytes: usize,
+    /// `dispatcher.claim_ahead`: the most a claim takes beyond the free slots, held here.
+    pub(crate) claim_ahead: usize,
     /// Whether traces are on (`[telemetry]`).
     pub(crate) traces: bool,
 }
@@ -58,6 +63,7 @@ impl Settings {
             poll_interval: d.poll_interval,
             shutdown_grace: d.shutdown_grace,
             max_body_bytes: d.max_body_bytes,
+            claim_ahead: d.claim_ahead as usize,
             traces: config.telemetry.is_some(),
         }
     }
@@ -115,6 +121,8 @@ pub(crate) struct Leader {
     cx: Context,
     /// Counts this partition in the routes' limits while the term lasts.
     leading: Leading,
+    /// What the term's claims took beyond the free slots, waiting for them.
+    held: Held,
 }
 
 impl Leader {
@@ -189,6 +197,7 @@ impl Leader {
             attempts,
             cx,
             leading,
+            held: Held::default(),
         }))
     }
 
@@ -217,10 +226,14 @@ impl Leader {
         self.h.wakes.work_seen()
     }
 
-    /// Reserves what the next claim may take, leaving out `skipped` destinations
+    /// Reserves what the next claim may take, leaving out `skipped` destinations unless ops
+    /// of theirs are held here, which are worth starting at every free slot
     /// ([`Routes::reserve`]).
     pub(crate) fn reserve(&self, skipped: impl Fn(&str) -> bool) -> Reservation<'_> {
-        self.h.routes.reserve(skipped)
+        let held = self.held.destinations();
+        self.h
+            .routes
+            .reserve(|d| skipped(d) && !held.contains(d), |d| held.contains(d))
     }
 
     /// The longest timeout among `destinations`: what a claim for them must leave time for.
@@ -228,16 +241,31 @@ impl Leader {
         self.h.routes.longest_timeout(destinations)
     }
 
-    /// Claims what `reserved` has room for and starts each op it took; `None` when the
-    /// database call failed, otherwise whether the claim left nothing more of these
-    /// destinations that it could take (it took less than its room of every one of them, and
-    /// less than its room in all, and every row it took was readable).
+    /// Starts the ops held from earlier claims that `reserved` has slots for, then claims what
+    /// it still has room for, with up to `claim_ahead` more (at most `claim_batch` in all),
+    /// of destinations with none held; starts each op it took that a slot is reserved for
+    /// and holds the others. `None` when the database call failed, otherwise whether the
+    /// claim left nothing more of these destinations that it could take (it took less than
+    /// its room of every one of them, and less than its room in all, and every row it took
+    /// was readable); `Some(false)` when there was no room left to claim for.
     pub(crate) async fn claim(&self, mut reserved: Reservation<'_>) -> Option<bool> {
+        self.start_held(&mut reserved).await;
         // Read before the claim is sent: a hold this process applies while it runs gives the
         // ops of its destination back (`start_claimed`).
         let seen = self.h.health.holds_seen();
-        let rooms = reserved.rooms();
-        let total = reserved.total();
+        let held = self.held.destinations();
+        let mut rooms = reserved.rooms();
+        rooms.retain(|r| r.ops > 0 && !held.contains(&r.destination));
+        let room: usize = rooms.iter().map(|r| r.ops as usize).sum();
+        if room == 0 {
+            return Some(false);
+        }
+        let ahead =
+            (self.h.settings.claim_ahead).min(self.h.routes.claim_batch().saturating_sub(room));
+        for r in &mut rooms {
+            r.ops = r.ops.saturating_add(ahead as u32);
+        }
+        let total = room + ahead;
         let taken = self.take(&rooms, total, false).await?;
         let filled = rooms.iter().any(|r| {
             taken
@@ -249,7 +277,6 @@ impl Leader {
         });
         let exhausted = !filled && taken.unreadable == 0 && taken.ops.len() < total;
         for op in taken.ops {
-            let permits = reserved.take(&op.destination);
             // Whether the destination is held was the claim's to decide, from the database:
             // this process's view may be older (issue 28). Only a hold this process applied
             // after the claim was sent (its last failure opened the breaker while the claim
@@ -258,13 +285,38 @@ impl Leader {
             // applied, so a hold that freed the slot reserved here is already counted in
             // `seen` and was seen by the claim.
             if self.h.health.held_after(&op.destination, seen) {
-                drop(permits);
                 self.release(&op).await;
                 continue;
             }
-            self.start(op, permits, taken.trace.clone()).await;
+            match reserved.take(&op.destination) {
+                Some(permits) => self.start(op, Some(permits), taken.trace.clone()).await,
+                None => self.held.push(op, taken.trace.clone()),
+            }
         }
         Some(exhausted)
+    }
+
+    /// Starts the held ops that `reserved` has slots for, oldest claimed first, taking their
+    /// slots from it. The ops of a destination held now (paused, its breaker not closed, as
+    /// this process last saw it) are given back instead: the next claim that may take them
+    /// decides again, from the database.
+    async fn start_held(&self, reserved: &mut Reservation<'_>) {
+        let held = self.held.destinations();
+        for destination in reserved.destinations() {
+            if !held.contains(&destination) {
+                continue;
+            }
+            if self.h.health.held_now(&destination) {
+                for op in self.held.take_all(&destination) {
+                    self.release(&op).await;
+                }
+                continue;
+            }
+            for (op, claim) in self.held.take(&destination, reserved.left(&destination)) {
+                let permits = reserved.take(&op.destination);
+                self.start(op, permits, claim).await;
+            }
+        }
     }
 
     /// Tries the probe of every held destination whose probe may be due, when an attempt to it
@@ -430,8 +482,19 @@ impl Leader {
             attempts,
             cx,
             leading,
+            held,
         } = self;
         let partition = leadership.partition;
+        // What was claimed ahead is never sent in this term: given back while the lease is
+        // still trusted, so the next leader finds it pending, not in flight (its re-queue
+        // would count an `unknown` attempt for each). A lost lease can give back nothing.
+        let unsent = held.drain();
+        if how != StepDown::Lost {
+            for op in &unsent {
+                release_claim(&h.store, &leadership.lease, &h.db, op).await;
+            }
+        }
+        drop(unsent);
         // The recorder ends once the attempts' handles and this one are gone.
         drop(cx);
         attempts.close();

@@ -26,6 +26,8 @@ mod drain;
 #[cfg(feature = "daemon")]
 mod health;
 #[cfg(feature = "daemon")]
+mod held;
+#[cfg(feature = "daemon")]
 mod housekeeping;
 #[cfg(feature = "daemon")]
 pub mod http;

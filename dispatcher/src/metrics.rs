@@ -34,6 +34,9 @@ pub const ATTEMPT_DURATION: &str = "outbox_attempt_duration_seconds";
 pub const DELIVERY_LATENCY: &str = "outbox_enqueue_to_delivery_seconds";
 /// Attempts this process has in flight now, by `destination`.
 pub const IN_FLIGHT: &str = "outbox_attempts_in_flight";
+/// Ops claimed ahead of the free slots and held in this process's memory now
+/// (`dispatcher.claim_ahead`).
+pub const CLAIMED_AHEAD: &str = "outbox_claimed_ahead";
 /// Ops pending in the outbox (due or not), from the database.
 pub const PENDING_OPS: &str = "outbox_pending_ops";
 /// Ops in flight in the outbox (every dispatcher), from the database.
@@ -192,6 +195,11 @@ const HELP: &[(&str, Kind, &str)] = &[
         "Attempts this process has in flight now, by destination.",
     ),
     (
+        CLAIMED_AHEAD,
+        Kind::Gauge,
+        "Ops claimed ahead of the free slots and held in this process's memory now (dispatcher.claim_ahead).",
+    ),
+    (
         PENDING_OPS,
         Kind::Gauge,
         "Ops pending in the outbox (due or not), from the database.",
@@ -313,6 +321,7 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
         metrics::counter!(name).increment(0);
     }
     for name in [
+        CLAIMED_AHEAD,
         PENDING_OPS,
         IN_FLIGHT_OPS,
         OLDEST_PENDING_AGE,

@@ -180,6 +180,11 @@ impl Routes {
         }
     }
 
+    /// `dispatcher.claim_batch`: the most one claim takes, with what it claims ahead.
+    pub(crate) fn claim_batch(&self) -> usize {
+        self.claim_batch
+    }
+
     /// How many ops one claim may take: free global slots, at most `claim_batch`.
     pub(crate) fn room(&self) -> usize {
         self.global.available_permits().min(self.claim_batch)
@@ -192,10 +197,15 @@ impl Routes {
     /// worth a claim while none of its attempts runs (an idle one claims at once, for
     /// latency), otherwise once half of what it may have in flight at once (its slots, at
     /// most `claim_batch` and the global limit) is free: while attempts are running, claims of
-    /// one op at a time would cost the database a statement per op. Reserving before the
-    /// claim is sent also keeps the partition loops of this process from claiming the same
-    /// free slots twice.
-    pub(crate) fn reserve(&self, skipped: impl Fn(&str) -> bool) -> Reservation<'_> {
+    /// one op at a time would cost the database a statement per op. A destination whose ops
+    /// are `in_hand` (claimed ahead, `dispatcher.claim_ahead`) is worth it at every free slot:
+    /// starting them costs the database nothing. Reserving before the claim is sent also keeps
+    /// the partition loops of this process from claiming the same free slots twice.
+    pub(crate) fn reserve(
+        &self,
+        skipped: impl Fn(&str) -> bool,
+        in_hand: impl Fn(&str) -> bool,
+    ) -> Reservation<'_> {
         let whole = self.max_in_flight.min(self.claim_batch);
         let mut throttled = self.throttled();
         let mut rooms = Vec::new();
@@ -211,7 +221,8 @@ impl Routes {
             let route = &self.routes[name];
             let free = route.slots.available().min(left);
             let most = route.slots.limit().min(whole);
-            if free == 0 || (route.slots.taken() > 0 && free < (most / 2).max(1)) {
+            let worth = in_hand(name) || route.slots.taken() == 0 || free >= (most / 2).max(1);
+            if free == 0 || !worth {
                 continue;
             }
             if let Some(room) = self.reserve_room(name, route, free, &mut throttled) {
@@ -348,9 +359,12 @@ impl Reservation<'_> {
             .collect()
     }
 
-    /// How many ops the claim may take in all.
-    pub(crate) fn total(&self) -> usize {
-        self.rooms.iter().map(|r| r.permits.len()).sum()
+    /// How many ops of `destination` the slots reserved and not yet taken can start.
+    pub(crate) fn left(&self, destination: &str) -> usize {
+        self.rooms
+            .iter()
+            .find(|r| r.destination == destination)
+            .map_or(0, |r| r.permits.len())
     }
 
     /// The destinations reserved for.
@@ -404,7 +418,7 @@ mod tests {
     }
 
     fn rooms(shared: &Routes) -> Vec<(String, u32)> {
-        let reserved = shared.reserve(|_| false);
+        let reserved = shared.reserve(|_| false, |_| false);
         reserved
             .rooms()
             .into_iter()
@@ -448,11 +462,14 @@ mod tests {
         // (and the 57 global slots left do not add up to anything more for it).
         assert_eq!(rooms(&shared), [("b".to_owned(), 32)]);
         // What a claim reserved is not reserved again by the next (another partition's loop).
-        let first = shared.reserve(|_| false);
-        assert_eq!(first.total(), 32);
+        let first = shared.reserve(|_| false, |_| false);
+        assert_eq!(first.left("b"), 32);
         assert!(rooms(&shared).is_empty(), "b's slots are the first claim's");
         drop(first);
         assert_eq!(rooms(&shared), [("b".to_owned(), 32)], "given back");
+        // With ops of a in hand (claimed ahead), its one free slot is worth reserving.
+        let held = shared.reserve(|_| false, |d| d == "a");
+        assert_eq!((held.left("a"), held.left("b")), (1, 32));
     }
 
     /// Issue 34, item 3: admission spent a rate-limit token even when no slot was free, so a

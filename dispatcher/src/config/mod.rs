@@ -164,6 +164,9 @@ pub struct DispatcherConfig {
     pub max_in_flight: usize,
     /// Most ops claimed in one statement.
     pub claim_batch: u32,
+    /// Most ops a partition's leader claims beyond what it can start at once, held in memory
+    /// and started as slots free (0: a claim takes only what it can start).
+    pub claim_ahead: u32,
     /// The largest op body sent; larger ops are dead, never loaded by the batch.
     pub max_body_bytes: usize,
     /// How long shutdown waits for attempts in flight.

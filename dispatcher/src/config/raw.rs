@@ -49,6 +49,7 @@ pub(super) struct RawDispatcher {
     pub(super) poll_interval: String,
     pub(super) max_in_flight: i64,
     pub(super) claim_batch: i64,
+    pub(super) claim_ahead: i64,
     pub(super) max_body_bytes: i64,
     pub(super) shutdown_grace: String,
     pub(super) retention: String,

@@ -44,12 +44,13 @@ fn database_and_lease(c: &Config) -> String {
 
 fn dispatcher(d: &DispatcherConfig) -> String {
     format!(
-        "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nmax_body_bytes = {}\nshutdown_grace = {:?}\nretention = {:?}\nlisten = {:?}\n",
+        "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nclaim_ahead = {}\nmax_body_bytes = {}\nshutdown_grace = {:?}\nretention = {:?}\nlisten = {:?}\n",
         d.partitions,
         h(d.lease_ttl),
         h(d.poll_interval),
         d.max_in_flight,
         d.claim_batch,
+        d.claim_ahead,
         d.max_body_bytes,
         h(d.shutdown_grace),
         h(d.retention),

@@ -134,6 +134,7 @@ fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfi
             1..=MAX_IN_FLIGHT,
         )?,
         claim_batch: int("dispatcher.claim_batch", raw.claim_batch, 1..=1000)?,
+        claim_ahead: int("dispatcher.claim_ahead", raw.claim_ahead, 0..=1000)?,
         max_body_bytes: int(
             "dispatcher.max_body_bytes",
             raw.max_body_bytes,
@@ -543,6 +544,14 @@ mod bound_tests {
                 "dispatcher.claim_batch",
             ),
             (
+                "[dispatcher]\nclaim_ahead = -1".to_owned(),
+                "dispatcher.claim_ahead",
+            ),
+            (
+                "[dispatcher]\nclaim_ahead = 1001".to_owned(),
+                "dispatcher.claim_ahead",
+            ),
+            (
                 "[dispatcher]\npartitions = 4294967297".to_owned(),
                 "dispatcher.partitions",
             ),
@@ -662,7 +671,7 @@ mod bound_tests {
     #[test]
     fn the_largest_allowed_values_load() {
         let text = format!(
-            "[database]\nmax_connections = 1000\n[dispatcher]\nmax_in_flight = 65536\nclaim_batch = 1000\n\
+            "[database]\nmax_connections = 1000\n[dispatcher]\nmax_in_flight = 65536\nclaim_batch = 1000\nclaim_ahead = 1000\n\
              max_body_bytes = 16777216\nretention = \"3650d\"\nshutdown_grace = \"0s\"\n\
              {DEST}max_in_flight = 65536\nrate_limit = \"1000000/s\"\nproxy = \"http://u:p@proxy.example:3128\"\n\
              idempotency_header = \"X-Request-Key\"\n\
@@ -703,6 +712,7 @@ mod bound_tests {
         "[dispatcher]\npoll_interval",
         "[dispatcher]\nmax_in_flight",
         "[dispatcher]\nclaim_batch",
+        "[dispatcher]\nclaim_ahead",
         "[dispatcher]\nmax_body_bytes",
         "[dispatcher]\nshutdown_grace",
         "[dispatcher]\nretention",
