@@ -242,9 +242,9 @@ impl Leader {
     }
 
     /// Starts the ops held from earlier claims that `reserved` has slots for, then claims what
-    /// it still has room for, with up to `claim_ahead` more (at most `claim_batch` in all),
-    /// of destinations with none held; starts each op it took that a slot is reserved for
-    /// and holds the others. `None` when the database call failed, otherwise whether the
+    /// it still has room for of destinations with none held, with up to `claim_ahead` more (at
+    /// most `claim_batch` in all, of each destination at most [`Routes::ahead_room`]); starts
+    /// each op it took that a slot is reserved for and holds the others. `None` when the database call failed, otherwise whether the
     /// claim left nothing more of these destinations that it could take (it took less than
     /// its room of every one of them, and less than its room in all, and every row it took
     /// was readable); `Some(false)` when there was no room left to claim for.
@@ -262,10 +262,13 @@ impl Leader {
         }
         let ahead =
             (self.h.settings.claim_ahead).min(self.h.routes.claim_batch().saturating_sub(room));
+        let mut extra = 0;
         for r in &mut rooms {
-            r.ops = r.ops.saturating_add(ahead as u32);
+            let more = ahead.min(self.h.routes.ahead_room(&r.destination));
+            r.ops = r.ops.saturating_add(more as u32);
+            extra += more;
         }
-        let total = room + ahead;
+        let total = room + ahead.min(extra);
         let taken = self.take(&rooms, total, false).await?;
         let filled = rooms.iter().any(|r| {
             taken

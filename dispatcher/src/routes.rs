@@ -185,6 +185,21 @@ impl Routes {
         self.claim_batch
     }
 
+    /// How many of `destination`'s ops one partition's claim may take beyond its free slots,
+    /// to hold until they free (`dispatcher.claim_ahead` caps it over all destinations): this
+    /// process's part of its `max_in_flight` shared among the partitions it leads, so a held
+    /// op waits about one answer's time for its slot; none with a `rate_limit`, whose budget,
+    /// not its slots, says when an op may start.
+    pub(crate) fn ahead_room(&self, destination: &str) -> usize {
+        let Some(route) = self.routes.get(destination) else {
+            return 0;
+        };
+        if route.limiter.is_some() {
+            return 0;
+        }
+        route.slots.limit().div_ceil(self.led().max(1) as usize)
+    }
+
     /// How many ops one claim may take: free global slots, at most `claim_batch`.
     pub(crate) fn room(&self) -> usize {
         self.global.available_permits().min(self.claim_batch)
