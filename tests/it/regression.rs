@@ -775,6 +775,60 @@ conformance!(
     issue12_a_purge_keeps_an_op_replayed_meanwhile,
 );
 
+/// Issue 37, item 1: SQLite has no roles, so whoever can read the file reads every op's body.
+/// A file the store creates is its owner's alone (0600 whatever the umask allows), and so are
+/// the `-wal` and `-shm` files SQLite adds beside it; an existing file keeps the mode its owner
+/// gave it.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sqlite_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mode = |name: &str| {
+        std::fs::metadata(dir.path().join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let url = format!("sqlite://{}", dir.path().join("outbox.db").display());
+    let store = Store::connect(&url, TestDb::options())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    let outbox = outbox_producer::Outbox::from_store(store.clone());
+    let lease = outbox
+        .try_acquire("billing:1", Duration::from_secs(30))
+        .await
+        .expect("acquire")
+        .expect("free");
+    let op = outbox_producer::Operation::post("api", "/v1/a")
+        .body(br#"{"account":"secret"}"#.to_vec(), "application/json")
+        .idempotency_key("a")
+        .build()
+        .expect("op");
+    outbox.enqueue(&lease, &op).await.expect("enqueue");
+    for name in ["outbox.db", "outbox.db-wal", "outbox.db-shm"] {
+        assert_eq!(mode(name), 0o600, "{name}: {:o}", mode(name));
+    }
+    store.close().await;
+
+    let shared = dir.path().join("shared.db");
+    std::fs::write(&shared, b"").expect("create");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let url = format!("sqlite://{}", shared.display());
+    let store = Store::connect(&url, TestDb::options())
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store.close().await;
+    assert_eq!(
+        mode("shared.db"),
+        0o640,
+        "an existing file's mode is its owner's choice"
+    );
+}
+
 /// Processes started together on a new SQLite file (dispatchers migrating it, producers
 /// connecting; `docker compose up`) all connect: SQLite can answer busy without waiting while
 /// the file changes journal mode, and the store then tries again within its busy timeout.

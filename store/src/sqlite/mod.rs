@@ -9,6 +9,7 @@
 mod admin;
 mod dispatch;
 mod driver;
+mod file;
 mod health;
 mod lease;
 mod membership;
@@ -76,6 +77,8 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.sqlite_busy_timeout)
             .foreign_keys(true);
+        // A new file is its owner's alone: op bodies are in it.
+        file::prepare(connect.get_filename());
         // One direct connection first: it creates the file and switches it to WAL, and a
         // failure (a missing folder, no permission) is reported at once with its cause
         // instead of as a pool timeout. Processes starting together on a new file (a
