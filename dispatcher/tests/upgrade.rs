@@ -355,7 +355,14 @@ async fn moves_to_the_queue_layout_with_every_op(db: &TestDb) {
 
     let store = db.store_with(TestDb::options()).await;
     let report = store.migrate().await.expect("migrate");
-    assert_eq!(report.applied, ["0013_queue_layout", "0014_request_rules"]);
+    assert_eq!(
+        report.applied,
+        [
+            "0013_queue_layout",
+            "0014_request_rules",
+            "0015_producer_role"
+        ]
+    );
     assert_eq!(ops_seen(db).await, before, "every op as it was");
 
     // `show` reads the old ops with their history.

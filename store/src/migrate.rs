@@ -45,6 +45,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0012, "claim_room_per_destination"),
     migration!("postgres", 0013, "queue_layout"),
     migration!("postgres", 0014, "request_rules"),
+    migration!("postgres", 0015, "producer_role"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -62,6 +63,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0012, "claim_room_per_destination"),
     migration!("sqlite", 0013, "queue_layout"),
     migration!("sqlite", 0014, "request_rules"),
+    migration!("sqlite", 0015, "producer_role"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -79,6 +81,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0012, "claim_room_per_destination"),
     migration!("mssql", 0013, "queue_layout"),
     migration!("mssql", 0014, "request_rules"),
+    migration!("mssql", 0015, "producer_role"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -192,7 +195,8 @@ mod tests {
                 "0011_claim_honours_holds",
                 "0012_claim_room_per_destination",
                 "0013_queue_layout",
-                "0014_request_rules"
+                "0014_request_rules",
+                "0015_producer_role"
             ]
         );
     }

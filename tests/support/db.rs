@@ -203,6 +203,7 @@ impl TestDb {
             "0012_claim_room_per_destination",
             "0013_queue_layout",
             "0014_request_rules",
+            "0015_producer_role",
         ]
     }
 

@@ -6,6 +6,7 @@
 
 mod leases;
 mod race;
+mod roles;
 mod validation;
 
 use std::collections::{HashMap, HashSet};
