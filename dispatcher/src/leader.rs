@@ -244,10 +244,11 @@ impl Leader {
     /// Starts the ops held from earlier claims that `reserved` has slots for, then claims what
     /// it still has room for of destinations with none held, with up to `claim_ahead` more (at
     /// most `claim_batch` in all, of each destination at most [`Routes::ahead_room`]); starts
-    /// each op it took that a slot is reserved for and holds the others. `None` when the database call failed, otherwise whether the
-    /// claim left nothing more of these destinations that it could take (it took less than
-    /// its room of every one of them, and less than its room in all, and every row it took
-    /// was readable); `Some(false)` when there was no room left to claim for.
+    /// each op it took that a slot is reserved for and holds the others. `None` when the
+    /// database call failed, otherwise whether the claim left nothing more of these
+    /// destinations that it could take (it took less than its room of every one of them, and
+    /// less than its room in all, and every row it took was readable); `Some(false)` when
+    /// there was no room left to claim for.
     pub(crate) async fn claim(&self, mut reserved: Reservation<'_>) -> Option<bool> {
         self.start_held(&mut reserved).await;
         // Read before the claim is sent: a hold this process applies while it runs gives the

@@ -26,7 +26,8 @@ pub const INVALID_OPS: &str = "outbox_invalid_ops_total";
 pub const LOOP_PANICS: &str = "outbox_partition_loop_panics_total";
 /// Ops re-queued after an older dispatcher left them in flight.
 pub const REQUEUED: &str = "outbox_requeued_total";
-/// Claims given back unattempted (destination full or rate limited, lease window too short).
+/// Claims given back unattempted (destination full, rate limited or held, lease window too short;
+/// ops claimed ahead when their term ends gracefully).
 pub const RELEASED_CLAIMS: &str = "outbox_released_claims_total";
 /// Attempt duration in seconds, by `destination`.
 pub const ATTEMPT_DURATION: &str = "outbox_attempt_duration_seconds";
@@ -177,7 +178,7 @@ const HELP: &[(&str, Kind, &str)] = &[
     (
         RELEASED_CLAIMS,
         Kind::Counter,
-        "Claims given back unattempted (destination full or rate limited, lease window too short).",
+        "Claims given back unattempted (destination full, rate limited or held, lease window too short; ops claimed ahead when their term ends gracefully).",
     ),
     (
         ATTEMPT_DURATION,

@@ -145,6 +145,22 @@ async fn backlog_of(outbox: &Outbox, prefix: &str, n: usize) {
     }
 }
 
+/// Pauses `destination` as an operator would, giving `reason`.
+async fn pause(db: &TestDb, destination: &str, reason: &str) {
+    let change = Change {
+        actor: "claims-test".to_owned(),
+        reason: reason.to_owned(),
+        force: false,
+        dry_run: false,
+    };
+    db.store()
+        .await
+        .destination_set_paused(destination, true, &change)
+        .await
+        .expect("pause")
+        .expect("it was not paused");
+}
+
 /// Transactions committed or rolled back in `db`'s database so far (PostgreSQL only), once the
 /// counts of every backend that has ended are in.
 async fn transactions(db: &TestDb) -> Option<i64> {
@@ -237,18 +253,7 @@ async fn a_claim_takes_no_more_of_a_destination_than_it_can_start(db: TestDb) {
             .unwrap();
         outbox.enqueue(&lease, &op).await.unwrap();
     }
-    let change = Change {
-        actor: "claims-test".to_owned(),
-        reason: "issue 34".to_owned(),
-        force: false,
-        dry_run: false,
-    };
-    db.store()
-        .await
-        .destination_set_paused("held", true, &change)
-        .await
-        .expect("pause")
-        .expect("it was not paused");
+    pause(&db, "held", "issue 34").await;
     drop(outbox);
     let beside = drain(&db, "beside", &crowded).await;
     eprintln!(
@@ -529,18 +534,7 @@ async fn ops_held_for_a_destination_an_operator_pauses_are_given_back_unsent(db:
     )
     .await;
     let held = dispatcher.gauge("outbox_claimed_ahead").await;
-    let change = Change {
-        actor: "claims-test".to_owned(),
-        reason: "issue 36".to_owned(),
-        force: false,
-        dry_run: false,
-    };
-    db.store()
-        .await
-        .destination_set_paused("busy", true, &change)
-        .await
-        .expect("pause")
-        .expect("it was not paused");
+    pause(&db, "busy", "issue 36").await;
     let sent = receiver.received().len();
     wait_until(
         Duration::from_secs(30),
