@@ -313,6 +313,65 @@ impl Drop for Dispatcher {
     }
 }
 
+/// A login of the test cluster (a unique name: roles are the cluster's) holding only the role
+/// `outbox_producer` and the worker's rights on its business table, which is created here as
+/// the examples create it; the URL of `db` as that login.
+async fn producer_login(db: &TestDb) -> String {
+    let name = format!("worker_{}", uuid::Uuid::new_v4().simple());
+    let mut c = PgConnection::connect(db.url()).await.expect("connect");
+    for sql in [
+        "CREATE TABLE account_statements (account text NOT NULL, period text NOT NULL, \
+         content bytea NOT NULL, last_accepted_fence bigint NOT NULL DEFAULT 0, \
+         PRIMARY KEY (account, period))"
+            .to_owned(),
+        format!("CREATE ROLE {name} LOGIN"),
+        format!("GRANT outbox_producer TO {name}"),
+        format!("GRANT SELECT, INSERT, UPDATE ON account_statements TO {name}"),
+    ] {
+        // The name is this test's own (a UUID).
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("set up the login");
+    }
+    let mut url = reqwest::Url::parse(db.url()).expect("the database URL");
+    url.set_username(&name).expect("a user name");
+    url.set_password(None).expect("no password");
+    url.to_string()
+}
+
+/// Issue 37: the worked examples need no right on any outbox table. With a login holding only
+/// `outbox_producer` (and its business table's rights) the worker acquires, writes its row,
+/// enqueues, commits and releases; the op is delivered with the lease's token; a rerun is a
+/// duplicate (G7), read through the same functions.
+async fn the_seed_story_runs_with_the_producer_role_alone(worker: Worker) {
+    let db = migrated().await;
+    let url = producer_login(&db).await;
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::start(&db, &receiver);
+    let args = ["run", "--account", ACCOUNT, "--period", PERIOD];
+    let out = worker.run_on(&url, &args).await;
+    out.exits(0)
+        .in_order(&["enqueued op ", "committed", "released "]);
+    let token = out.token("acquired ");
+    let (op_id, _, duplicate) = out.enqueued();
+    assert!(!duplicate, "{out}");
+    wait_until(Duration::from_secs(60), "the op is delivered", || async {
+        db.ops()
+            .await
+            .iter()
+            .any(|o| o.op_id == op_id && o.state == "delivered")
+    })
+    .await;
+    let sent = receiver.received().remove(0);
+    assert_eq!(sent.header("x-fencing-token"), token.to_string());
+    let again = worker.run_on(&url, &args).await;
+    again.exits(0);
+    let (again_id, _, duplicate) = again.enqueued();
+    assert!(duplicate && again_id == op_id, "{again}");
+    dispatcher.stop();
+}
+
 /// The seed's story (G4, G7): the worker acquires, builds, writes its row and enqueues in one
 /// transaction, commits and releases; the dispatcher POSTs the statement with the idempotency
 /// key and the lease's token, and the op ends delivered.
@@ -591,6 +650,7 @@ macro_rules! each_worker {
 
 each_worker!(
     g4_the_seed_story_is_delivered_with_the_lease_token,
+    the_seed_story_runs_with_the_producer_role_alone,
     g7_a_rerun_is_a_duplicate_and_another_body_a_conflict,
     g4_a_failure_before_commit_keeps_neither_the_statement_nor_the_op,
     g4_a_stale_owner_is_rejected_with_the_current_token,
