@@ -461,6 +461,36 @@ mod tests {
         assert_eq!(rooms(&shared), [("a".to_owned(), 8)], "8 free of 16");
     }
 
+    /// Issue 36, item 3: what a partition's claim may take ahead of its free slots is this
+    /// process's part of the destination's `max_in_flight` shared by the partitions it leads;
+    /// none for a rate-limited destination (its budget paces it) or one not configured.
+    #[tokio::test]
+    async fn claims_ahead_take_a_destination_s_part_shared_by_the_partitions_led() {
+        let shared = routes(
+            "[dispatcher]\npartitions = 4\n\
+             [destinations.a]\nbase_url = \"http://127.0.0.1:1\"\nmax_in_flight = 32\n\
+             [destinations.b]\nbase_url = \"http://127.0.0.1:1\"\nrate_limit = \"100/s\"\n",
+        );
+        let _first = shared.leading(Partition::new(0, 4).unwrap());
+        assert_eq!(
+            shared.ahead_room("a"),
+            8,
+            "one partition of 4: its part, 8 of 32"
+        );
+        let _second = shared.leading(Partition::new(1, 4).unwrap());
+        assert_eq!(
+            shared.ahead_room("a"),
+            8,
+            "two of 4: 16 of 32, shared by the two"
+        );
+        let _all: Vec<Leading> = (2..4)
+            .map(|p| shared.leading(Partition::new(p, 4).unwrap()))
+            .collect();
+        assert_eq!(shared.ahead_room("a"), 8, "all four: 32, shared by four");
+        assert_eq!(shared.ahead_room("b"), 0, "rate limited");
+        assert_eq!(shared.ahead_room("c"), 0, "not configured");
+    }
+
     /// Issue 34, items 3 and 4: a slow destination with one slot free of 200 does not make an
     /// idle one wait, and a claim's room is each destination's own, not their sum.
     #[tokio::test]
