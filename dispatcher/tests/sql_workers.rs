@@ -313,6 +313,17 @@ impl Drop for Dispatcher {
     }
 }
 
+/// Waits until the op `op_id` is delivered.
+async fn delivered(db: &TestDb, op_id: &str) {
+    wait_until(Duration::from_secs(60), "the op is delivered", || async {
+        db.ops()
+            .await
+            .iter()
+            .any(|o| o.op_id == op_id && o.state == "delivered")
+    })
+    .await;
+}
+
 /// A login of the test cluster (a unique name: roles are the cluster's) holding only the role
 /// `outbox_producer` and the worker's rights on its business table, which is created here as
 /// the examples create it; the URL of `db` as that login.
@@ -356,13 +367,7 @@ async fn the_seed_story_runs_with_the_producer_role_alone(worker: Worker) {
     let token = out.token("acquired ");
     let (op_id, _, duplicate) = out.enqueued();
     assert!(!duplicate, "{out}");
-    wait_until(Duration::from_secs(60), "the op is delivered", || async {
-        db.ops()
-            .await
-            .iter()
-            .any(|o| o.op_id == op_id && o.state == "delivered")
-    })
-    .await;
+    delivered(&db, &op_id).await;
     let sent = receiver.received().remove(0);
     assert_eq!(sent.header("x-fencing-token"), token.to_string());
     let again = worker.run_on(&url, &args).await;
@@ -416,13 +421,7 @@ async fn g4_the_seed_story_is_delivered_with_the_lease_token(worker: Worker) {
     );
     assert_eq!(body["entries"].as_array().map(Vec::len), Some(4), "{body}");
 
-    wait_until(Duration::from_secs(60), "the op is delivered", || async {
-        db.ops()
-            .await
-            .iter()
-            .any(|o| o.op_id == op_id && o.state == "delivered")
-    })
-    .await;
+    delivered(&db, &op_id).await;
     let rows = statements(&db).await;
     assert_eq!(
         rows,
