@@ -230,10 +230,10 @@ impl Leader {
     /// of theirs are held here, which are worth starting at every free slot
     /// ([`Routes::reserve`]).
     pub(crate) fn reserve(&self, skipped: impl Fn(&str) -> bool) -> Reservation<'_> {
-        let held = self.held.destinations();
+        let held = &self.held;
         self.h
             .routes
-            .reserve(|d| skipped(d) && !held.contains(d), |d| held.contains(d))
+            .reserve(|d| skipped(d) && !held.has(d), |d| held.has(d))
     }
 
     /// The longest timeout among `destinations`: what a claim for them must leave time for.
@@ -252,11 +252,10 @@ impl Leader {
     pub(crate) async fn claim(&self, mut reserved: Reservation<'_>) -> Option<bool> {
         self.start_held(&mut reserved).await;
         // Read before the claim is sent: a hold this process applies while it runs gives the
-        // ops of its destination back (`start_claimed`).
+        // ops of its destination back (below).
         let seen = self.h.health.holds_seen();
-        let held = self.held.destinations();
         let mut rooms = reserved.rooms();
-        rooms.retain(|r| r.ops > 0 && !held.contains(&r.destination));
+        rooms.retain(|r| r.ops > 0 && !self.held.has(&r.destination));
         let room: usize = rooms.iter().map(|r| r.ops as usize).sum();
         if room == 0 {
             return Some(false);
@@ -305,9 +304,8 @@ impl Leader {
     /// this process last saw it) are given back instead: the next claim that may take them
     /// decides again, from the database.
     async fn start_held(&self, reserved: &mut Reservation<'_>) {
-        let held = self.held.destinations();
         for destination in reserved.destinations() {
-            if !held.contains(&destination) {
+            if !self.held.has(&destination) {
                 continue;
             }
             if self.h.health.held_now(&destination) {
