@@ -11,8 +11,8 @@ use outbox_store::{Partition, Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
+use crate::handles::{Handles, Settings};
 use crate::health::Health;
-use crate::leader::{Handles, Settings};
 use crate::membership::Membership;
 use crate::routes::Routes;
 use crate::status::DbStatus;

@@ -38,7 +38,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::leader::{self, Handles, Leader, StepDown, Term};
+use crate::handles::Handles;
+use crate::leader::{self, Leader, StepDown, Term};
 use crate::membership::Share;
 
 /// Serves one partition until `shutdown`: standby until the lease is won, then leader until it
