@@ -1,6 +1,6 @@
 //! The one place errors become exit codes and one-line messages on stderr.
 //! Codes: 0 ok, 1 error, 2 bad usage or invalid input, 3 stale token or expired lease,
-//! 4 not found, 5 idempotency conflict, 6 lease busy.
+//! 4 not found, 5 idempotency conflict, 6 lease busy, 7 refused: the login lacks the right.
 
 use std::process::ExitCode;
 
@@ -23,6 +23,8 @@ pub(crate) const NOT_FOUND: u8 = 4;
 pub(crate) const CONFLICT: u8 = 5;
 /// Another owner holds the lease.
 pub(crate) const BUSY: u8 = 6;
+/// The database refused the login the right (its roles' grants); nothing was changed.
+pub(crate) const DENIED: u8 = 7;
 
 impl CliError {
     pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
@@ -45,16 +47,32 @@ impl From<outbox_store::Error> for CliError {
     fn from(e: outbox_store::Error) -> Self {
         match e {
             outbox_store::Error::Invalid(e) => CliError::invalid(e.to_string()),
-            outbox_store::Error::Store(e) => CliError::other(e.to_string()),
+            outbox_store::Error::Store(e) => CliError::from(e),
             outbox_store::Error::Migrate(e) => CliError::other(e.to_string()),
         }
+    }
+}
+
+impl From<outbox_store::StoreError> for CliError {
+    fn from(e: outbox_store::StoreError) -> Self {
+        if e.kind() == outbox_store::StoreErrorKind::Denied {
+            return CliError::new(
+                DENIED,
+                format!(
+                    "{e} (this login's roles do not allow it: README, \"Security\", says which \
+                     role each command needs)"
+                ),
+            );
+        }
+        CliError::other(e.to_string())
     }
 }
 
 impl From<outbox_producer::Error> for CliError {
     fn from(e: outbox_producer::Error) -> Self {
         use outbox_producer::Error as E;
-        let code = match &e {
+        let code = match e {
+            E::Store(s) => return CliError::from(s),
             E::Stale { .. } | E::LeaseExpired | E::NoLease => STALE,
             E::IdempotencyConflict { .. } => CONFLICT,
             E::Invalid(_) => INVALID,

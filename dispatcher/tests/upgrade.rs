@@ -360,7 +360,8 @@ async fn moves_to_the_queue_layout_with_every_op(db: &TestDb) {
         [
             "0013_queue_layout",
             "0014_request_rules",
-            "0015_producer_role"
+            "0015_producer_role",
+            "0016_component_roles"
         ]
     );
     assert_eq!(ops_seen(db).await, before, "every op as it was");

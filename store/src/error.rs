@@ -61,6 +61,9 @@ pub enum StoreErrorKind {
     Retryable,
     /// The database could not be reached or refused connections.
     Unavailable,
+    /// The login lacks a right the statement needs: its roles' grants do not cover it (README,
+    /// "Security"). Retrying does not help; a role administrator's grant does.
+    Denied,
     /// Anything else; usually a bug or a schema that does not match this build.
     Other,
 }
@@ -71,6 +74,7 @@ impl fmt::Display for StoreErrorKind {
             StoreErrorKind::UniqueViolation => "unique violation",
             StoreErrorKind::Retryable => "retryable",
             StoreErrorKind::Unavailable => "unavailable",
+            StoreErrorKind::Denied => "denied",
             StoreErrorKind::Other => "other",
         })
     }
@@ -146,6 +150,19 @@ pub enum MigrateError {
         version: i64,
         /// The migration's recorded name.
         name: String,
+    },
+    /// A migration is pending and this login may not apply it (a component's role, such as
+    /// `outbox_dispatcher`, holds no right to change the schema).
+    #[error(
+        "migration {version} ({name}) is pending and this login may not apply it ({reason}): run `outboxctl migrate` as the schema's owner, then start this again"
+    )]
+    Denied {
+        /// The pending migration's number.
+        version: i64,
+        /// The pending migration's name.
+        name: String,
+        /// The database's refusal.
+        reason: String,
     },
 }
 

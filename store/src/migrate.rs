@@ -46,6 +46,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0013, "queue_layout"),
     migration!("postgres", 0014, "request_rules"),
     migration!("postgres", 0015, "producer_role"),
+    migration!("postgres", 0016, "component_roles"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -64,6 +65,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0013, "queue_layout"),
     migration!("sqlite", 0014, "request_rules"),
     migration!("sqlite", 0015, "producer_role"),
+    migration!("sqlite", 0016, "component_roles"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -82,6 +84,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0013, "queue_layout"),
     migration!("mssql", 0014, "request_rules"),
     migration!("mssql", 0015, "producer_role"),
+    migration!("mssql", 0016, "component_roles"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -142,7 +145,17 @@ pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Erro
     let applied = D::migration_list(&mut tx).await?;
     let (pending, mut report) = plan(migrations(D::BACKEND), &applied)?;
     for m in pending {
-        D::migration_apply(&mut tx, m).await?;
+        D::migration_apply(&mut tx, m).await.map_err(|e| match e {
+            crate::Error::Store(s) if s.kind() == crate::StoreErrorKind::Denied => {
+                MigrateError::Denied {
+                    version: m.version,
+                    name: m.name.to_owned(),
+                    reason: s.to_string(),
+                }
+                .into()
+            }
+            e => e,
+        })?;
         report.applied.push(label(m));
     }
     D::commit(tx).await?;
@@ -196,7 +209,8 @@ mod tests {
                 "0012_claim_room_per_destination",
                 "0013_queue_layout",
                 "0014_request_rules",
-                "0015_producer_role"
+                "0015_producer_role",
+                "0016_component_roles"
             ]
         );
     }

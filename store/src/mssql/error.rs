@@ -97,6 +97,9 @@ pub(crate) fn kind_of(code: u32) -> StoreErrorKind {
         | 49919 | 49920 | 6005 | 6006 | 17142 | 233 | 64 | 10053 | 10054 | 10060 | 701 => {
             StoreErrorKind::Unavailable
         }
+        // The permission was denied on an object, a column, a statement (CREATE …) or the
+        // database.
+        229 | 230 | 262 | 300 => StoreErrorKind::Denied,
         _ => StoreErrorKind::Other,
     }
 }

@@ -387,6 +387,8 @@ pub(crate) fn map_err(e: sqlx::Error) -> Error {
             // through a stale address), which is the database being unavailable, not the op
             // being bad.
             Some("25006") => StoreErrorKind::Unavailable,
+            // insufficient_privilege: a missing grant, or a row a policy keeps from this role
+            Some("42501") => StoreErrorKind::Denied,
             _ => StoreErrorKind::Other,
         },
         sqlx::Error::Io(_)

@@ -307,6 +307,8 @@ pub(crate) fn map_err(e: sqlx::Error) -> Error {
                 5 | 6 => StoreErrorKind::Retryable,
                 // SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_FULL
                 10 | 14 | 13 => StoreErrorKind::Unavailable,
+                // SQLITE_READONLY (a file this process may read but not write), SQLITE_AUTH
+                8 | 23 => StoreErrorKind::Denied,
                 _ => StoreErrorKind::Other,
             }
         }

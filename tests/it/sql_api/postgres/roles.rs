@@ -2,7 +2,9 @@
 //! takes leases and enqueues through the `outbox.*` functions, which run with their owner's
 //! rights, and is refused everything else: writing an op or a lease directly, reading a body,
 //! calling a helper or a dispatcher's statement. A worker given the README's former table
-//! rights before the upgrade keeps calling the functions after it.
+//! rights before the upgrade keeps calling the functions after it. The components' roles
+//! (`outbox_dispatcher`, `outbox_operator`, `outbox_viewer`) are refused what each may not do
+//! (`admin/tests/roles.rs` runs the components themselves with them).
 
 use outbox_store::Backend;
 use outbox_store::migrate::migrations;
@@ -11,7 +13,7 @@ use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, PgConnection};
 use uuid::Uuid;
 
-use super::{SqlOp, acquire, connect, enqueue, migrated, refused, release, renew};
+use super::{SqlLease, SqlOp, acquire, connect, enqueue, migrated, refused, release, renew};
 
 /// A new login role of the test cluster (roles are the cluster's: a unique name), given
 /// `grants` (statements with `{login}` for its name) in `db`, and a connection as it.
@@ -156,7 +158,10 @@ async fn a_worker_granted_before_the_producer_role_keeps_its_calls() {
         .migrate()
         .await
         .expect("migrate");
-    assert_eq!(report.applied, ["0015_producer_role"]);
+    assert_eq!(
+        report.applied,
+        ["0015_producer_role", "0016_component_roles"]
+    );
     let lease = acquire(&mut worker, "billing:2", "30 seconds").await;
     let op = SqlOp::post("st-2", "{}");
     assert!(
@@ -170,4 +175,177 @@ async fn a_worker_granted_before_the_producer_role_keeps_its_calls() {
             .await
             .expect("release")
     );
+}
+
+/// One enqueued op with a header value and a body, and the lease it was enqueued under.
+async fn one_op(db: &TestDb) -> SqlLease {
+    let mut admin = connect(db).await;
+    let lease = acquire(&mut admin, "billing:7", "30 seconds").await;
+    let mut op = SqlOp::post("st-7", r#"{"account":"secret"}"#);
+    op.headers = serde_json::json!([["X-Note", "secret-note"]]);
+    enqueue(&mut admin, "billing:7", &lease, &op)
+        .await
+        .expect("enqueue");
+    lease
+}
+
+/// Each statement is refused with a permission error (42501).
+async fn all_refused(c: &mut PgConnection, who: &str, statements: &[&'static str]) {
+    for sql in statements {
+        let r = refused(
+            sqlx::query(*sql).execute(&mut *c).await.map(|_| ()),
+            "42501",
+        );
+        assert!(
+            r.message.contains("permission denied") || r.message.contains("row-level security"),
+            "{who}: {sql}: {r:?}"
+        );
+    }
+}
+
+/// Statements that write an op's request, enqueue or take a producer's lease: no component
+/// but a producer does any of them.
+const PRODUCERS_ONLY: [&str; 4] = [
+    "INSERT INTO outbox_requests (op_id, resource, fence, owner_id, destination, \
+     idempotency_key, request_hash, partition, method, path, headers, body) \
+     SELECT gen_random_uuid(), resource, fence, owner_id, destination, 'forged', \
+     request_hash, partition, method, path, headers, body FROM outbox_requests",
+    "UPDATE outbox_requests SET path = '/v1/elsewhere'",
+    "SELECT * FROM outbox.try_acquire('billing:8', '30 seconds')",
+    "SELECT * FROM outbox.enqueue('billing:7', gen_random_uuid(), 1, 'statements', 'POST', \
+     '/v1/forged')",
+];
+
+/// Issue 37, item 2: `outbox_dispatcher` takes, renews and gives back partition leases and
+/// claims, but may not write a request, take or change a producer's lease (a row-level policy
+/// keeps its lease writes to `dispatcher/…`), nor write the admin log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_login_keeps_to_its_partition_leases_and_the_queue() {
+    let db = migrated().await;
+    let lease = one_op(&db).await;
+    let mut d = login(&db, &["GRANT outbox_dispatcher TO {login}"]).await;
+    sqlx::query(
+        "INSERT INTO outbox_leases (resource, owner_id, fence, expires_at) \
+         VALUES ('dispatcher/0', gen_random_uuid(), 1, clock_timestamp() + interval '30 s')",
+    )
+    .execute(&mut d)
+    .await
+    .expect("a partition lease");
+    let (owner,): (uuid::Uuid,) =
+        sqlx::query_as("SELECT owner_id FROM outbox_leases WHERE resource = 'dispatcher/0'")
+            .fetch_one(&mut d)
+            .await
+            .expect("read it back");
+    let claimed: Vec<(String,)> = sqlx::query_as(
+        "SELECT idempotency_key FROM outbox_op_claim_due('dispatcher/0', $1, 1, 1, 0, \
+         ARRAY['statements'], ARRAY[1], ARRAY[]::text[], 1, 1048576)",
+    )
+    .bind(owner)
+    .fetch_all(&mut d)
+    .await
+    .expect("claim");
+    assert_eq!(claimed, [("st-7".to_owned(),)]);
+
+    let mut forbidden = PRODUCERS_ONLY.to_vec();
+    forbidden.extend([
+        "INSERT INTO outbox_leases (resource, owner_id, fence, expires_at) \
+         VALUES ('billing:9', gen_random_uuid(), 1, clock_timestamp() + interval '30 s')",
+        "UPDATE outbox_leases SET resource = 'billing:9' WHERE resource = 'dispatcher/0'",
+        "INSERT INTO outbox_queue SELECT * FROM outbox_queue",
+        "INSERT INTO outbox_admin_log (actor, action, reason, details) \
+         VALUES ('d', 'replay', 'r', '{}')",
+        "DELETE FROM outbox_leases",
+        "DELETE FROM outbox_rejections",
+    ]);
+    all_refused(&mut d, "dispatcher", &forbidden).await;
+    let changed =
+        sqlx::query("UPDATE outbox_leases SET fence = fence + 1 WHERE resource = 'billing:7'")
+            .execute(&mut d)
+            .await
+            .expect("an update the policy filters")
+            .rows_affected();
+    assert_eq!(
+        changed, 0,
+        "a producer's lease is not the dispatcher's to change"
+    );
+    let mut admin = connect(&db).await;
+    let fence: i64 =
+        sqlx::query_scalar("SELECT fence FROM outbox_leases WHERE resource = 'billing:7'")
+            .fetch_one(&mut admin)
+            .await
+            .expect("lease");
+    assert_eq!(fence, lease.token);
+}
+
+/// Issue 37, item 2: `outbox_viewer` reads every column but an op's content (the view
+/// `outbox_request_meta` gives the body's size and the header names) and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_login_reads_all_but_the_content_and_writes_nothing() {
+    let db = migrated().await;
+    one_op(&db).await;
+    let mut v = login(&db, &["GRANT outbox_viewer TO {login}"]).await;
+    let (names, bytes): (String, i64) = sqlx::query_as(
+        "SELECT header_names, body_bytes FROM outbox_request_meta WHERE idempotency_key = 'st-7'",
+    )
+    .fetch_one(&mut v)
+    .await
+    .expect("the op without its content");
+    assert_eq!((names.as_str(), bytes), (r#"["X-Note"]"#, 20));
+    let (state, path): (String, String) =
+        sqlx::query_as("SELECT state, path FROM outbox_ops WHERE idempotency_key = 'st-7'")
+            .fetch_one(&mut v)
+            .await
+            .expect("the op's state");
+    assert_eq!(
+        (state.as_str(), path.as_str()),
+        ("pending", "/v1/statements")
+    );
+
+    let mut forbidden = PRODUCERS_ONLY.to_vec();
+    forbidden.extend([
+        "SELECT body FROM outbox_requests",
+        "SELECT headers FROM outbox_requests",
+        "SELECT request_hash FROM outbox_requests",
+        "SELECT body FROM outbox_ops",
+        "SELECT headers FROM outbox_ops",
+        "SELECT * FROM outbox_requests",
+        "DELETE FROM outbox_queue",
+        "UPDATE outbox_queue SET attempts = 0",
+        "DELETE FROM outbox_finished",
+        "UPDATE outbox_destinations SET paused_at = now()",
+        "INSERT INTO outbox_admin_log (actor, action, reason, details) \
+         VALUES ('v', 'replay', 'r', '{}')",
+        "UPDATE outbox_leases SET fence = fence + 1",
+    ]);
+    all_refused(&mut v, "viewer", &forbidden).await;
+}
+
+/// Issue 37, item 2: `outbox_operator` reads everything, content included, and changes ops'
+/// queue and finished rows and the admin log; it may not write a request or a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_login_may_not_write_a_request_or_a_lease() {
+    let db = migrated().await;
+    one_op(&db).await;
+    let mut o = login(&db, &["GRANT outbox_operator TO {login}"]).await;
+    let body: Vec<u8> = sqlx::query_scalar("SELECT body FROM outbox_requests")
+        .fetch_one(&mut o)
+        .await
+        .expect("the content");
+    assert_eq!(body, br#"{"account":"secret"}"#);
+    sqlx::query(
+        "INSERT INTO outbox_admin_log (actor, action, reason, details) \
+         VALUES ('o', 'replay', 'r', '{}')",
+    )
+    .execute(&mut o)
+    .await
+    .expect("the admin log");
+    let mut forbidden = PRODUCERS_ONLY.to_vec();
+    forbidden.extend([
+        "UPDATE outbox_leases SET fence = fence + 1",
+        "INSERT INTO outbox_leases (resource, owner_id, fence, expires_at) \
+         VALUES ('dispatcher/0', gen_random_uuid(), 1, clock_timestamp())",
+        "DELETE FROM outbox_leases",
+        "DELETE FROM outbox_admin_log",
+    ]);
+    all_refused(&mut o, "operator", &forbidden).await;
 }
