@@ -180,7 +180,8 @@ pub(crate) struct ShowArgs {
     /// The op's idempotency key (with --destination).
     #[arg(long, requires = "destination")]
     pub(crate) key: Option<String>,
-    /// Print the body too.
+    /// Print the content too: the header values and the body (a role that may read them:
+    /// not outbox_viewer). Without it only the header names and the body's size are shown.
     #[arg(long)]
     pub(crate) body: bool,
 }

@@ -326,6 +326,21 @@ pub(crate) fn parse_headers(
     })
 }
 
+/// The header names `admin_op_show.sql` gives, a JSON array of strings, in order.
+pub(crate) fn parse_header_names(
+    json: &str,
+    backend: crate::Backend,
+) -> Result<Vec<String>, crate::Error> {
+    serde_json::from_str(json).map_err(|e| {
+        crate::StoreError::new(
+            backend,
+            crate::StoreErrorKind::Other,
+            format!("header names are not a JSON array of strings: {e}"),
+        )
+        .into()
+    })
+}
+
 /// Runs `watch` (a wake-up source: PostgreSQL's LISTEN, SQLite's WAL index) on a task until
 /// the task is aborted, again after each end, with a backoff from 100 ms to 5 s that starts
 /// over after a clean end; an error is logged as `what` interrupted.

@@ -2,7 +2,7 @@
 
 use outbox_console::describe;
 use outbox_store::Store;
-use outbox_store::admin::OpDetail;
+use outbox_store::admin::{OpContent, OpDetail};
 
 use crate::cli::ShowArgs;
 use crate::cmd::select;
@@ -34,19 +34,32 @@ pub(crate) async fn run(store: &Store, args: &ShowArgs, json: bool) -> Result<()
         .admin_op_show(seq)
         .await?
         .ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {seq}")))?;
+    // The content (header values and body) only when asked for: a role that may not read it
+    // (outbox_viewer) still shows everything else.
+    let content = if args.body {
+        Some(
+            store
+                .admin_op_content(seq)
+                .await?
+                .ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {seq}")))?,
+        )
+    } else {
+        None
+    };
     if json {
         let mut value = serde_json::to_value(&op).map_err(|e| CliError::other(e.to_string()))?;
-        if args.body {
-            value["body"] = String::from_utf8_lossy(&op.body).into_owned().into();
+        if let Some(content) = &content {
+            value["headers"] = serde_json::json!(content.headers);
+            value["body"] = String::from_utf8_lossy(&content.body).into_owned().into();
         }
         render::json_line(&value);
         return Ok(());
     }
-    print_op(&op, args.body);
+    print_op(&op, content.as_ref());
     Ok(())
 }
 
-fn print_op(op: &OpDetail, body: bool) {
+fn print_op(op: &OpDetail, content: Option<&OpContent>) {
     let s = &op.summary;
     let newest = match op.resource_token {
         Some(t) if t > s.token => format!(" (superseded: the resource's newest token is {t})"),
@@ -96,17 +109,24 @@ fn print_op(op: &OpDetail, body: bool) {
     for (name, value) in lines {
         println!("{name:>16}: {}", render::cell(&value));
     }
-    for (name, value) in &op.headers {
-        println!(
-            "{:>16}: {}: {}",
-            "header",
-            render::cell(name),
-            render::cell(value)
-        );
-    }
-    if body {
-        let text = String::from_utf8_lossy(&op.body);
-        println!("{}", render::lines(&text, BODY_PREVIEW));
+    match content {
+        None => {
+            for name in &op.header_names {
+                println!("{:>16}: {}", "header", render::cell(name));
+            }
+        }
+        Some(content) => {
+            for (name, value) in &content.headers {
+                println!(
+                    "{:>16}: {}: {}",
+                    "header",
+                    render::cell(name),
+                    render::cell(value)
+                );
+            }
+            let text = String::from_utf8_lossy(&content.body);
+            println!("{}", render::lines(&text, BODY_PREVIEW));
+        }
     }
     if op.attempt_history.is_empty() {
         println!("no attempts yet");

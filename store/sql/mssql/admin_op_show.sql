@@ -1,14 +1,15 @@
 -- outboxctl show: one op with everything operators ask about, and its resource's newest token
 -- (an op of an older token is superseded for replay). Reads the view dbo.outbox_ops
 -- (0013_queue_layout.sql): the request by its primary key with its queue or finished row by
--- theirs, then the lease's.
+-- theirs, then the lease's. Not the body: its size (admin_op_content.sql reads the content);
+-- the headers are read for their names (admin.rs drops the values).
 -- A plain read for operators: a statement snapshot under READ COMMITTED SNAPSHOT, short
 -- shared locks under READ COMMITTED; a change locks the op again (admin_op_lock.sql).
 -- Parameters: @P1 op row id (bigint).
 -- Returns id bigint, op_id uniqueidentifier, resource nvarchar, fence bigint, owner_id
 -- uniqueidentifier, destination varchar, idempotency_key varchar, order_key nvarchar (NULL),
 -- method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar (NULL),
--- body varbinary, body_bytes bigint, state varchar, attempts int, next_attempt_at
+-- body_bytes bigint, state varchar, attempts int, next_attempt_at
 -- datetimeoffset, claimed_by_fence bigint (NULL), claimed_at datetimeoffset (NULL),
 -- last_error nvarchar (NULL), trace_context varchar (NULL), trace_state
 -- varchar (NULL), created_at datetimeoffset,
@@ -26,7 +27,6 @@ SELECT o.id,
        o.path,
        o.headers,
        o.content_type,
-       o.body,
        CAST(DATALENGTH(o.body) AS bigint) AS body_bytes,
        o.state,
        o.attempts,

@@ -2,7 +2,9 @@
 -- (fixed SQL fragments with bound values), then ORDER BY id DESC LIMIT. Each op is its request
 -- with its queue row (unfinished) or its finished row (0013_queue_layout.sql), so the page is
 -- read walking the requests' primary key backwards, not through the view outbox_ops (whose
--- union PostgreSQL cannot read in id order). Indexes: that key with no filter, --destination,
+-- union PostgreSQL cannot read in id order). The requests are read through
+-- outbox_request_meta (0016_component_roles.sql): the table without its content, which the
+-- viewer role may read; PostgreSQL plans the view as the table. Indexes: that key with no filter, --destination,
 -- --since and --before (each a large share of a table that grows by id);
 -- outbox_ops_resource_idx for --resource; outbox_finished_attention_idx for --state dead,
 -- cancelled or superseded, and the queue for --state pending or in_flight (admin.rs adds
@@ -20,8 +22,8 @@ FROM (
            coalesce(q.next_attempt_at, f.next_attempt_at) AS next_attempt_at,
            r.created_at, f.finished_at,
            CASE WHEN q.id IS NULL THEN f.last_error ELSE q.last_error END AS last_error,
-           octet_length(r.body)::bigint AS body_bytes
-    FROM outbox_requests r
+           r.body_bytes
+    FROM outbox_request_meta r
     LEFT JOIN outbox_queue q ON q.id = r.id
     LEFT JOIN outbox_finished f ON f.id = r.id
 ) AS o

@@ -115,13 +115,11 @@ pub struct OpDetail {
     pub method: String,
     /// Path and query below the destination's base URL.
     pub path: String,
-    /// The producer's headers (never credentials: those live in the dispatcher's config).
-    pub headers: Vec<(String, String)>,
+    /// The names of the producer's headers, in order. Their values, like the body, are the
+    /// op's content: read with [`crate::Store::admin_op_content`] by a role that may.
+    pub header_names: Vec<String>,
     /// The body's content type.
     pub content_type: Option<String>,
-    /// The body.
-    #[serde(skip)]
-    pub body: Vec<u8>,
     /// The dispatcher token holding it, while in flight.
     pub claimed_by_token: Option<FencingToken>,
     /// When it was delivered.
@@ -140,6 +138,17 @@ pub struct OpDetail {
     pub resource_token: Option<FencingToken>,
     /// Its attempts, first to last.
     pub attempt_history: Vec<AttemptRow>,
+}
+
+/// An op's content, as the producer wrote it: what the viewer role may not read, and what
+/// `show --body` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpContent {
+    /// The producer's headers, names and values (never credentials: those live in the
+    /// dispatcher's config).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
 }
 
 /// One recorded attempt.

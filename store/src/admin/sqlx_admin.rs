@@ -10,8 +10,8 @@ use sqlx::{
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::admin::{AttemptRow, OpDetail, OpFilter, OpSummary, StateCount, Status};
-use crate::dispatch::parse_headers;
+use crate::admin::{AttemptRow, OpContent, OpDetail, OpFilter, OpSummary, StateCount, Status};
+use crate::dispatch::{parse_header_names, parse_headers};
 use crate::error::{Backend, Error};
 use crate::model::{Change, FencingToken};
 use crate::op::RejectionRow;
@@ -27,6 +27,7 @@ pub(crate) struct AdminSql {
     pub op_find: &'static str,
     pub op_find_by_key: &'static str,
     pub attempt_list: &'static str,
+    pub op_content: &'static str,
     pub attempt_tail: &'static str,
     pub attempt_last_id: &'static str,
     pub op_lock: &'static str,
@@ -52,8 +53,9 @@ macro_rules! admin_sql {
                 "/admin_destination_list.sql"
             )),
             op_show: include_str!(concat!("../../sql/", $dir, "/admin_op_show.sql")),
+            op_content: include_str!(concat!("../../sql/", $dir, "/admin_op_content.sql")),
             op_find: include_str!(concat!("../../sql/", $dir, "/admin_op_find.sql")),
-            op_find_by_key: include_str!(concat!("../../sql/", $dir, "/op_find_by_key.sql")),
+            op_find_by_key: include_str!(concat!("../../sql/", $dir, "/admin_op_find_by_key.sql")),
             attempt_list: include_str!(concat!("../../sql/", $dir, "/admin_attempt_list.sql")),
             attempt_tail: include_str!(concat!("../../sql/", $dir, "/admin_attempt_tail.sql")),
             attempt_last_id: include_str!(concat!(
@@ -272,8 +274,8 @@ where
             return Ok(None);
         };
         let mut detail = Self::op_detail(&r).map_err(Self::Db::map_err)?;
-        let headers: String = r.try_get("headers").map_err(Self::Db::map_err)?;
-        detail.headers = parse_headers(&headers, Self::Db::BACKEND)?;
+        let names: String = r.try_get("header_names").map_err(Self::Db::map_err)?;
+        detail.header_names = parse_header_names(&names, Self::Db::BACKEND)?;
         detail.attempt_history = self
             .rows(query::<Self::Db>(sql.attempt_list).bind(seq))
             .await?
@@ -282,6 +284,21 @@ where
             .collect::<Result<Vec<AttemptRow>, sqlx::Error>>()
             .map_err(Self::Db::map_err)?;
         Ok(Some(detail))
+    }
+
+    /// One op's headers with their values and its body.
+    async fn admin_op_content(&self, seq: i64) -> Result<Option<OpContent>, Error> {
+        let Some(r) = self
+            .maybe_row(query::<Self::Db>(Self::Db::SQL.op_content).bind(seq))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let headers: String = r.try_get("headers").map_err(Self::Db::map_err)?;
+        Ok(Some(OpContent {
+            headers: parse_headers(&headers, Self::Db::BACKEND)?,
+            body: r.try_get("body").map_err(Self::Db::map_err)?,
+        }))
     }
 
     /// The newest attempt's id (0 when there is none), where `tail` starts.
@@ -511,8 +528,8 @@ where
         })
     }
 
-    /// An [`OpDetail`] from a row of `admin_op_show.sql`, without its headers (the caller
-    /// parses the `headers` column) and attempts.
+    /// An [`OpDetail`] from a row of `admin_op_show.sql`, without its header names (the
+    /// caller parses the `header_names` column) and attempts.
     fn op_detail(r: &RowOf<Self::Db>) -> Result<OpDetail, sqlx::Error> {
         Ok(OpDetail {
             summary: Self::op_summary(r)?,
@@ -520,9 +537,8 @@ where
             order_key: r.try_get("order_key")?,
             method: r.try_get("method")?,
             path: r.try_get("path")?,
-            headers: Vec::new(),
+            header_names: Vec::new(),
             content_type: r.try_get("content_type")?,
-            body: r.try_get("body")?,
             claimed_by_token: r
                 .try_get::<Option<i64>, _>("claimed_by_fence")?
                 .map(FencingToken::new),

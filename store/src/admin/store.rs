@@ -54,6 +54,12 @@ impl Store {
         on_backend!(self, b => b.admin_op_show(seq).await)
     }
 
+    /// One op's content: its headers with their values and its body (`show --body`). A role
+    /// that may not read them (the viewer's) is refused with [`crate::StoreErrorKind::Denied`].
+    pub async fn admin_op_content(&self, seq: i64) -> Result<Option<admin::OpContent>, Error> {
+        on_backend!(self, b => b.admin_op_content(seq).await)
+    }
+
     /// The newest attempt's id (0 when none): where `tail` starts.
     pub async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
         on_backend!(self, b => b.admin_attempt_last_id().await)

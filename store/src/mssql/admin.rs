@@ -13,7 +13,7 @@ use tiberius::{ColumnData, ToSql as _};
 
 use super::dispatch::MAX_AGE_MS;
 use super::*;
-use crate::admin::{AttemptRow, OpDetail, OpFilter, OpSummary, StateCount, Status};
+use crate::admin::{AttemptRow, OpContent, OpDetail, OpFilter, OpSummary, StateCount, Status};
 use crate::dispatch::ERROR_MAX_CHARS;
 use crate::model::{DESTINATION_MAX_LEN, KEY_MAX_LEN};
 
@@ -22,8 +22,9 @@ const ADMIN_STATUS_SUMMARY: &str = include_str!("../../sql/mssql/admin_status_su
 const ADMIN_OP_LIST: &str = include_str!("../../sql/mssql/admin_op_list.sql");
 const ADMIN_DESTINATION_LIST: &str = include_str!("../../sql/mssql/admin_destination_list.sql");
 const ADMIN_OP_SHOW: &str = include_str!("../../sql/mssql/admin_op_show.sql");
+const ADMIN_OP_CONTENT: &str = include_str!("../../sql/mssql/admin_op_content.sql");
 const ADMIN_OP_FIND: &str = include_str!("../../sql/mssql/admin_op_find.sql");
-const OP_FIND_BY_KEY: &str = include_str!("../../sql/mssql/op_find_by_key.sql");
+const ADMIN_OP_FIND_BY_KEY: &str = include_str!("../../sql/mssql/admin_op_find_by_key.sql");
 const ADMIN_ATTEMPT_LIST: &str = include_str!("../../sql/mssql/admin_attempt_list.sql");
 const ADMIN_ATTEMPT_TAIL: &str = include_str!("../../sql/mssql/admin_attempt_tail.sql");
 const ADMIN_ATTEMPT_LAST_ID: &str = include_str!("../../sql/mssql/admin_attempt_last_id.sql");
@@ -108,7 +109,7 @@ impl MsStore {
         {
             return Ok(None);
         }
-        self.fetch_optional(Stmt::new(OP_FIND_BY_KEY).bind(destination).bind(key))
+        self.fetch_optional(Stmt::new(ADMIN_OP_FIND_BY_KEY).bind(destination).bind(key))
             .await?
             .map(|r| r.col("id"))
             .transpose()
@@ -129,6 +130,19 @@ impl MsStore {
             .map(attempt_row)
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Some(detail))
+    }
+
+    pub(crate) async fn admin_op_content(&self, seq: i64) -> Result<Option<OpContent>, Error> {
+        let Some(r) = self
+            .fetch_optional(Stmt::new(ADMIN_OP_CONTENT).bind(seq))
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(OpContent {
+            headers: parse_headers(&r.col::<String>("headers")?, Backend::Mssql)?,
+            body: r.col("body")?,
+        }))
     }
 
     pub(crate) async fn admin_attempt_last_id(&self) -> Result<i64, Error> {
@@ -310,7 +324,8 @@ fn op_summary(r: &tiberius::Row) -> Result<OpSummary, Error> {
     })
 }
 
-/// An [`OpDetail`] from a row of `admin_op_show.sql`, headers parsed, without its attempts.
+/// An [`OpDetail`] from a row of `admin_op_show.sql`, its header names taken from the headers
+/// (their values dropped here), without its attempts.
 fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
     Ok(OpDetail {
         summary: op_summary(r)?,
@@ -318,9 +333,11 @@ fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
         order_key: r.col("order_key")?,
         method: r.col("method")?,
         path: r.col("path")?,
-        headers: parse_headers(&r.col::<String>("headers")?, Backend::Mssql)?,
+        header_names: parse_headers(&r.col::<String>("headers")?, Backend::Mssql)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect(),
         content_type: r.col("content_type")?,
-        body: r.col("body")?,
         claimed_by_token: r
             .col::<Option<i64>>("claimed_by_fence")?
             .map(FencingToken::new),
