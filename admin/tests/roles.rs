@@ -411,6 +411,87 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
     assert!(!warnings.contains("denied"), "{warnings}");
 }
 
+/// Issue 37, item 1: `outboxctl lease` and `outboxctl enqueue` need `outbox_producer` alone:
+/// acquire, enqueue (a duplicate the second time), renew and release; a stale token is exit 3,
+/// as with table rights. Nothing else is the producer's: `status` is refused (exit 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outboxctl_enqueues_with_the_producer_role_alone() {
+    let db = TestDb::postgres().await;
+    db.store().await;
+    let url = db.login_as("outbox_producer").await;
+    let acquired = ok(&ctl(
+        &url,
+        &[
+            "lease",
+            "acquire",
+            "--resource",
+            "statement:7",
+            "--ttl",
+            "30s",
+            "--json",
+        ],
+    )
+    .await);
+    let lease: serde_json::Value = serde_json::from_str(&acquired).expect("JSON");
+    let owner = lease["owner_id"].as_str().expect("owner id").to_owned();
+    let token = lease["token"].to_string();
+    let enqueue = |token: &str, key: &str| {
+        let args: Vec<String> = [
+            "enqueue",
+            "--resource",
+            "statement:7",
+            "--owner-id",
+            &owner,
+            "--token",
+            token,
+            "--destination",
+            "statements",
+            "--method",
+            "POST",
+            "--path",
+            "/v1/statements",
+            "--body",
+            "{}",
+            "--idempotency-key",
+            key,
+            "--json",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let url = url.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            ctl(&url, &args).await
+        }
+    };
+    let first: serde_json::Value =
+        serde_json::from_str(&ok(&enqueue(&token, "st-7").await)).expect("JSON");
+    let again: serde_json::Value =
+        serde_json::from_str(&ok(&enqueue(&token, "st-7").await)).expect("JSON");
+    assert_eq!(first["op_id"], again["op_id"]);
+    assert_eq!(again["duplicate"], true, "{again}");
+    let stale = enqueue("99", "st-8").await;
+    assert_eq!(stale.status.code(), Some(3), "{}", text(&stale));
+    let lease_args = [
+        "--resource",
+        "statement:7",
+        "--owner-id",
+        owner.as_str(),
+        "--token",
+        token.as_str(),
+    ];
+    ok(&ctl(
+        &url,
+        &[&["lease", "renew"][..], &lease_args, &["--ttl", "30s"]].concat(),
+    )
+    .await);
+    ok(&ctl(&url, &[&["lease", "release"][..], &lease_args].concat()).await);
+    denied(&ctl(&url, &["status"]).await);
+    let states: Vec<String> = db.ops().await.into_iter().map(|o| o.state).collect();
+    assert_eq!(states, ["pending"]);
+}
+
 /// A login holding a component's role does not change the schema: with a migration pending,
 /// its `migrate` says which one and who must apply it, and nothing is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

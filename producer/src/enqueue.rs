@@ -51,7 +51,9 @@ impl Outbox {
     /// rollback; on SQLite, where the caller's transaction holds the only write lock, it is
     /// written in the background once that transaction ends.
     ///
-    /// On SQLite begin the transaction with `pool.begin_with("BEGIN IMMEDIATE")`.
+    /// On SQLite begin the transaction with `pool.begin_with("BEGIN IMMEDIATE")`. On
+    /// PostgreSQL with a login holding the role `outbox_producer` alone, the enqueue runs in a
+    /// savepoint of that transaction, so a refused one leaves it usable all the same.
     pub async fn enqueue_in<'c>(
         &self,
         conn: impl Into<Conn<'c>>,

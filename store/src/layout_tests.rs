@@ -62,6 +62,27 @@ const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
         "op_insert_batch_new_if_lease_held.sql",
         "see op_insert_new_if_lease_held.sql",
     ),
+    (
+        "postgres",
+        "producer_calls.sql",
+        "a PostgreSQL login may hold the role outbox_producer alone (0016): its producer calls then go through functions that run with their owner's rights; SQLite has no roles, and SQL Server's producers call procedures only through the SQL API",
+    ),
+    ("postgres", "producer_enqueue.sql", "see producer_calls.sql"),
+    (
+        "postgres",
+        "producer_lease_acquire.sql",
+        "see producer_calls.sql",
+    ),
+    (
+        "postgres",
+        "producer_lease_renew.sql",
+        "see producer_calls.sql",
+    ),
+    (
+        "postgres",
+        "producer_lease_release.sql",
+        "see producer_calls.sql",
+    ),
 ];
 
 /// Every backend, and whether its statements are part of this build (all of them are).

@@ -22,6 +22,7 @@ pub mod migrate;
 pub mod model;
 pub mod mssql;
 pub mod op;
+mod options;
 pub mod partitioning;
 mod postgres;
 pub mod renewal;
@@ -46,48 +47,12 @@ pub use op::{
     EnqueueResult, Enqueued, Method, NewOp, NotEnqueued, OpState, RejectReason, Rejection,
     RejectionRow,
 };
+pub use options::{ProducerCalls, StoreOptions};
 pub use renewal::Renewal;
 
 use mssql::MsStore;
 use postgres::PgStore;
 use sqlite::SqliteStore;
-
-/// How a [`Store`] connects and what it accepts.
-#[derive(Debug, Clone)]
-pub struct StoreOptions {
-    /// The allowed lease time to live. Default: 5 s..=300 s, as in the seed.
-    pub lease_ttl: TtlBounds,
-    /// Most pooled connections. Default: 10.
-    pub max_connections: u32,
-    /// How long to wait for a pooled connection before failing as unavailable. Default: 30 s.
-    pub acquire_timeout: Duration,
-    /// How long SQLite waits for another writer before failing as retryable. Default: 10 s.
-    pub sqlite_busy_timeout: Duration,
-    /// `application_name` shown by PostgreSQL's `pg_stat_activity`. Default: `fenced-outbox`.
-    pub application_name: String,
-    /// The connections serve a dispatcher: on PostgreSQL a transaction that idles longer than
-    /// a third of the shortest lease (at least a second) ends its session, so a paused
-    /// dispatcher's row locks never block the standby taking over. Default: false.
-    pub dispatcher_sessions: bool,
-    /// PostgreSQL: a direct URL to the same database for LISTEN, for a store whose URL goes
-    /// through a connection pooler in transaction mode. Default: none (LISTEN on the store's
-    /// own connections, or no LISTEN through such a pooler).
-    pub listen_url: Option<String>,
-}
-
-impl Default for StoreOptions {
-    fn default() -> Self {
-        StoreOptions {
-            lease_ttl: TtlBounds::default(),
-            max_connections: 10,
-            acquire_timeout: Duration::from_secs(30),
-            sqlite_busy_timeout: Duration::from_secs(10),
-            application_name: "fenced-outbox".to_owned(),
-            dispatcher_sessions: false,
-            listen_url: None,
-        }
-    }
-}
 
 /// A caller's own connection or transaction, so an op commits or rolls back together with
 /// the caller's business writes. On SQLite, begin it with `BEGIN IMMEDIATE`
@@ -213,7 +178,8 @@ impl Store {
         let ttl_ms = self.lease_ttl.check(ttl)?;
         let owner_id = OwnerId::new_random();
         let granted = on_backend!(self, b => b.lease_acquire(resource, owner_id, ttl_ms).await)?;
-        Ok(granted.map(|(token, expires_at)| Lease {
+        // The owner id is this call's, or on PostgreSQL through the SQL API the function's.
+        Ok(granted.map(|(owner_id, token, expires_at)| Lease {
             resource: resource.clone(),
             owner_id,
             token,
@@ -289,9 +255,7 @@ impl Store {
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
         match (&self.backend, conn) {
-            (BackendStore::Postgres(_), Conn::Postgres(c)) => {
-                enqueue::on::<PgStore>(c, lease, op).await
-            }
+            (BackendStore::Postgres(b), Conn::Postgres(c)) => b.op_enqueue_in(c, lease, op).await,
             (BackendStore::Sqlite(_), Conn::Sqlite(c)) => {
                 enqueue::on::<SqliteStore>(c, lease, op).await
             }

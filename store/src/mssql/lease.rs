@@ -19,7 +19,7 @@ impl MsStore {
         resource: &ResourceName,
         owner: OwnerId,
         ttl_ms: i64,
-    ) -> Result<Option<(FencingToken, OffsetDateTime)>, Error> {
+    ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
         check_resource(resource)?;
         let row = self
             .fetch_optional(
@@ -29,8 +29,14 @@ impl MsStore {
                     .bind(ttl_ms),
             )
             .await?;
-        row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
-            .transpose()
+        row.map(|r| {
+            Ok((
+                owner,
+                FencingToken::new(r.col("fence")?),
+                r.col("expires_at")?,
+            ))
+        })
+        .transpose()
     }
 
     pub(crate) async fn lease_renew(

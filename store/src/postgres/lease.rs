@@ -13,20 +13,36 @@ const LEASE_LIST_PARTITION_CONFLICTS: &str =
     include_str!("../../sql/postgres/lease_list_partition_conflicts.sql");
 
 impl PgStore {
+    /// Whether a lease call on `resource` goes through the SQL API's functions: a producer's
+    /// lease for a login that may not write leases itself. A dispatcher's partition leases
+    /// never do (its role writes them, held to `dispatcher/…` rows).
+    async fn producer_lease(&self, resource: &ResourceName) -> Result<bool, Error> {
+        Ok(!resource.as_str().starts_with("dispatcher/") && self.producer_ways().await?.lease)
+    }
+
     pub(crate) async fn lease_acquire(
         &self,
         resource: &ResourceName,
         owner: OwnerId,
         ttl_ms: i64,
-    ) -> Result<Option<(FencingToken, OffsetDateTime)>, Error> {
+    ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
+        if self.producer_lease(resource).await? {
+            return self.lease_acquire_by_function(resource, ttl_ms).await;
+        }
         let row = query(LEASE_ACQUIRE_IF_FREE)
             .bind(resource.as_str())
             .bind(owner.as_uuid())
             .bind(ttl_ms)
             .optional_on(self)
             .await?;
-        row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
-            .transpose()
+        row.map(|r| {
+            Ok((
+                owner,
+                FencingToken::new(r.col("fence")?),
+                r.col("expires_at")?,
+            ))
+        })
+        .transpose()
     }
 
     pub(crate) async fn lease_renew(
@@ -36,6 +52,11 @@ impl PgStore {
         token: FencingToken,
         ttl_ms: i64,
     ) -> Result<Option<OffsetDateTime>, Error> {
+        if self.producer_lease(resource).await? {
+            return self
+                .lease_renew_by_function(resource, owner, token, ttl_ms)
+                .await;
+        }
         let row = query(LEASE_RENEW_IF_OWNER)
             .bind(resource.as_str())
             .bind(owner.as_uuid())
@@ -52,6 +73,9 @@ impl PgStore {
         owner: OwnerId,
         token: FencingToken,
     ) -> Result<bool, Error> {
+        if self.producer_lease(resource).await? {
+            return self.lease_release_by_function(resource, owner, token).await;
+        }
         let done = query(LEASE_RELEASE_IF_OWNER)
             .bind(resource.as_str())
             .bind(owner.as_uuid())

@@ -13,6 +13,7 @@ mod membership;
 mod partitioning;
 mod pooler;
 mod probe;
+mod producer;
 
 use pooler::OnStore as _;
 pub(crate) use pooler::query;
@@ -62,6 +63,8 @@ pub(crate) struct PgStore {
     route: Arc<Route>,
     /// Where LISTEN runs when not on `pool` (`StoreOptions::listen_url`).
     listen: Option<PgPool>,
+    /// How a producer's calls reach the tables (`producer.rs`).
+    producer: producer::Choice,
 }
 
 impl PgStore {
@@ -101,6 +104,7 @@ impl PgStore {
             begin,
             route,
             listen,
+            producer: producer::Choice::new(options.producer_calls),
         })
     }
 
@@ -115,6 +119,28 @@ impl PgStore {
         self.route.pooled()
     }
 
+    /// The fenced enqueue inside the caller's transaction `c`: the statements' flow, or for a
+    /// login holding `outbox_producer` alone the function in a savepoint, so a refusal leaves
+    /// the caller's transaction as the statements leave it (usable, nothing written).
+    pub(crate) async fn op_enqueue_in(
+        &self,
+        c: &mut PgConnection,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        if !self.producer_ways().await?.enqueue {
+            return enqueue::on::<Self>(c, lease, op).await;
+        }
+        use sqlx::Connection as _;
+        let mut savepoint = c.begin().await.map_err(map_err)?;
+        let done = producer::enqueue(&mut savepoint, lease, std::slice::from_ref(op)).await;
+        match &done {
+            Ok(Ok(_)) => savepoint.commit().await.map_err(map_err)?,
+            _ => savepoint.rollback().await.map_err(map_err)?,
+        }
+        Ok(done?.map(|mut one| one.remove(0)))
+    }
+
     /// Enqueues on a pooled connection: one statement, or a transaction when older pending
     /// ops must be superseded atomically with the insert.
     pub(crate) async fn op_enqueue(
@@ -122,6 +148,14 @@ impl PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
+        if self.producer_ways().await?.enqueue {
+            let mut conn = self.pool.acquire().await.map_err(map_err)?;
+            return Ok(
+                producer::enqueue(&mut conn, lease, std::slice::from_ref(op))
+                    .await?
+                    .map(|mut one| one.remove(0)),
+            );
+        }
         // Through a transaction pooler the first try's unique violation would end the
         // transaction its fallback needs: the transaction's path, which cannot violate.
         if op.supersede_pending || self.pooled() {
@@ -149,6 +183,10 @@ impl PgStore {
         lease: &Lease,
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
+        if self.producer_ways().await?.enqueue {
+            let mut conn = self.pool.acquire().await.map_err(map_err)?;
+            return producer::enqueue(&mut conn, lease, ops).await;
+        }
         // A key that exists already, or twice in the batch, fails this statement with a unique
         // violation and nothing written; the transaction below then sorts it out.
         if !self.pooled() && !ops.iter().any(|o| o.supersede_pending) {
@@ -184,6 +222,10 @@ impl PgStore {
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
+        if self.producer_ways().await?.enqueue {
+            // outbox.enqueue_batch kept it (a login holding outbox_producer cannot).
+            return Ok(());
+        }
         query(REJECTION_INSERT)
             .bind(r.resource.as_str())
             .bind(r.owner_id.as_uuid())

@@ -18,7 +18,7 @@ impl SqliteStore {
         resource: &ResourceName,
         owner: OwnerId,
         ttl_ms: i64,
-    ) -> Result<Option<(FencingToken, OffsetDateTime)>, Error> {
+    ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
         let row = sqlx::query(LEASE_ACQUIRE_IF_FREE)
             .bind(resource.as_str())
             .bind(owner.as_uuid().hyphenated())
@@ -26,8 +26,14 @@ impl SqliteStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(map_err)?;
-        row.map(|r| Ok((FencingToken::new(r.col("fence")?), r.col("expires_at")?)))
-            .transpose()
+        row.map(|r| {
+            Ok((
+                owner,
+                FencingToken::new(r.col("fence")?),
+                r.col("expires_at")?,
+            ))
+        })
+        .transpose()
     }
 
     pub(crate) async fn lease_renew(

@@ -349,3 +349,181 @@ async fn an_operator_login_may_not_write_a_request_or_a_lease() {
     ]);
     all_refused(&mut o, "operator", &forbidden).await;
 }
+
+/// The Rust producer's store on `url` (a login of the test's), migrated by the owner before.
+async fn producer_on(url: &str) -> outbox_producer::Outbox {
+    outbox_producer::Outbox::connect_with(url, TestDb::options())
+        .await
+        .expect("connect as the producer")
+}
+
+fn statement(key: &str, body: &str) -> outbox_producer::Operation {
+    outbox_producer::Operation::post("statements", "/v1/statements")
+        .header("X-Note", "n")
+        .json(&serde_json::json!({ "body": body }))
+        .idempotency_key(key)
+        .build()
+        .expect("an op")
+}
+
+/// Issue 37, item 1: the Rust producer needs `outbox_producer` alone. Its store finds that
+/// the login may not write the tables and calls the functions instead: leases, an enqueue, a
+/// duplicate with its state, a conflict, a stale token (kept as a rejection by the function),
+/// a batch all or nothing, an enqueue in the caller's transaction (committed, rolled back, and
+/// rejected with the transaction still usable), and older pending ops superseded. The rows are
+/// those the statements write: the owner's store sees the same request as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_producer_runs_with_the_producer_role_alone() {
+    use outbox_producer::Error as E;
+    let db = migrated().await;
+    let url = db.login_as("outbox_producer").await;
+    let outbox = producer_on(&url).await;
+    let ttl = std::time::Duration::from_secs(30);
+    let lease = outbox
+        .try_acquire("account:1", ttl)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(
+        outbox
+            .try_acquire("account:1", ttl)
+            .await
+            .expect("busy")
+            .is_none()
+    );
+    let renewed = outbox
+        .renew(&lease, ttl)
+        .await
+        .expect("renew")
+        .expect("held");
+    assert_eq!(
+        (renewed.owner_id, renewed.token),
+        (lease.owner_id, lease.token)
+    );
+
+    let first = outbox
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("enqueue");
+    assert!(!first.duplicate);
+    let again = outbox
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("duplicate");
+    assert!(again.duplicate && again.op_id == first.op_id && again.seq == first.seq);
+    assert_eq!(again.state, outbox_store::OpState::Pending);
+    match outbox.enqueue(&lease, &statement("k-1", "b")).await {
+        Err(E::IdempotencyConflict { existing_op_id }) => assert_eq!(existing_op_id, first.op_id),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let owner = db.outbox().await;
+    let seen_by_owner = owner
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("the statements' way");
+    assert!(seen_by_owner.duplicate && seen_by_owner.op_id == first.op_id);
+
+    // A batch: every op or none.
+    let batch = outbox
+        .enqueue_batch(&lease, &[statement("k-2", "a"), statement("k-3", "a")])
+        .await
+        .expect("batch");
+    assert_eq!(batch.len(), 2);
+    match outbox
+        .enqueue_batch(
+            &lease,
+            &[statement("k-4", "a"), statement("k-2", "changed")],
+        )
+        .await
+    {
+        Err(E::IdempotencyConflict { .. }) => {}
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+
+    // The caller's transaction: committed, rolled back, and a refusal leaves it usable.
+    let pool = sqlx::PgPool::connect(&url)
+        .await
+        .expect("the worker's pool");
+    let mut tx = pool.begin().await.expect("begin");
+    outbox
+        .enqueue_in(&mut *tx, &lease, &statement("k-5", "a"))
+        .await
+        .expect("in the caller's transaction");
+    let stale = outbox_producer::Lease {
+        token: outbox_producer::FencingToken::new(lease.token.get() + 7),
+        ..lease.clone()
+    };
+    match outbox
+        .enqueue_in(&mut *tx, &stale, &statement("k-6", "a"))
+        .await
+    {
+        Err(E::Stale { current_token }) => assert_eq!(current_token, lease.token),
+        other => panic!("expected stale, got {other:?}"),
+    }
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("the transaction is still usable");
+    assert_eq!(one, 1);
+    tx.commit().await.expect("commit");
+    let mut tx = pool.begin().await.expect("begin");
+    outbox
+        .enqueue_in(&mut *tx, &lease, &statement("k-7", "a"))
+        .await
+        .expect("in the caller's transaction");
+    tx.rollback().await.expect("rollback");
+
+    // A stale enqueue outside a transaction, kept as a rejection by the function.
+    match outbox.enqueue(&stale, &statement("k-8", "a")).await {
+        Err(E::Stale { current_token }) => assert_eq!(current_token, lease.token),
+        other => panic!("expected stale, got {other:?}"),
+    }
+
+    // A newer owner supersedes the older one's pending ops.
+    assert!(outbox.release(&lease).await.expect("release"));
+    assert!(!outbox.release(&lease).await.expect("released already"));
+    let newer = outbox
+        .try_acquire("account:1", ttl)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(newer.token > lease.token && newer.owner_id != lease.owner_id);
+    outbox
+        .enqueue(
+            &newer,
+            &outbox_producer::Operation::post("statements", "/v1/statements")
+                .idempotency_key("k-9")
+                .supersede_pending()
+                .build()
+                .expect("an op"),
+        )
+        .await
+        .expect("enqueue");
+
+    let keys: Vec<(String, String, Option<String>)> =
+        sqlx::query_as("SELECT idempotency_key, state, trace_state FROM outbox_ops ORDER BY id")
+            .fetch_all(&mut connect(&db).await)
+            .await
+            .expect("ops");
+    let keys: Vec<(&str, &str)> = keys
+        .iter()
+        .map(|(k, s, _)| (k.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("k-1", "superseded"),
+            ("k-2", "superseded"),
+            ("k-3", "superseded"),
+            ("k-5", "superseded"),
+            ("k-9", "pending"),
+        ]
+    );
+    let rejections: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM outbox_rejections WHERE reason = 'stale' AND idempotency_key = 'k-8'",
+    )
+    .fetch_one(&mut connect(&db).await)
+    .await
+    .expect("rejections");
+    assert_eq!(rejections, 1, "kept by the function");
+}

@@ -1,0 +1,254 @@
+//! A producer's calls for a login holding the role `outbox_producer` alone (issue 37): leases
+//! through `outbox.try_acquire`, `renew` and `release`, enqueues through `outbox.enqueue_batch`,
+//! each run with its owner's rights. Which way a store's calls go (`StoreOptions::producer_calls`)
+//! is asked once, at its first producer call; the statements' way is the rest of this folder.
+
+use std::sync::Arc;
+
+use sqlx::postgres::PgDatabaseError;
+use tokio::sync::OnceCell;
+
+use super::*;
+use crate::op::RejectReason;
+use crate::{InvalidInput, ProducerCalls};
+
+const PRODUCER_CALLS: &str = include_str!("../../sql/postgres/producer_calls.sql");
+const PRODUCER_ENQUEUE: &str = include_str!("../../sql/postgres/producer_enqueue.sql");
+const PRODUCER_LEASE_ACQUIRE: &str = include_str!("../../sql/postgres/producer_lease_acquire.sql");
+const PRODUCER_LEASE_RENEW: &str = include_str!("../../sql/postgres/producer_lease_renew.sql");
+const PRODUCER_LEASE_RELEASE: &str = include_str!("../../sql/postgres/producer_lease_release.sql");
+
+/// Which way a store's producer calls go, once known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ways {
+    /// Enqueues through `outbox.enqueue_batch`.
+    pub(crate) enqueue: bool,
+    /// Producer leases through `outbox.try_acquire`, `renew` and `release`.
+    pub(crate) lease: bool,
+}
+
+/// The configured choice and, for [`ProducerCalls::Auto`], the answer once asked.
+#[derive(Debug, Clone)]
+pub(crate) struct Choice {
+    configured: ProducerCalls,
+    asked: Arc<OnceCell<Ways>>,
+}
+
+impl Choice {
+    pub(crate) fn new(configured: ProducerCalls) -> Choice {
+        Choice {
+            configured,
+            asked: Arc::new(OnceCell::new()),
+        }
+    }
+}
+
+impl PgStore {
+    /// Which way this store's producer calls go (functions where `true`).
+    pub(crate) async fn producer_ways(&self) -> Result<Ways, Error> {
+        let all = |functions| Ways {
+            enqueue: functions,
+            lease: functions,
+        };
+        match self.producer.configured {
+            ProducerCalls::Statements => return Ok(all(false)),
+            ProducerCalls::Functions => return Ok(all(true)),
+            ProducerCalls::Auto => {}
+        }
+        if let Some(ways) = self.producer.asked.get() {
+            return Ok(*ways);
+        }
+        // Before the schema exists the answer is not kept: asked again once it does.
+        let Some(row) = query(PRODUCER_CALLS).optional_on(self).await? else {
+            return Ok(all(false));
+        };
+        let ways = Ways {
+            enqueue: !row.col::<bool>("may_enqueue")?,
+            lease: !row.col::<bool>("may_lease")?,
+        };
+        let _ = self.producer.asked.set(ways);
+        Ok(ways)
+    }
+
+    /// `outbox.try_acquire`: the owner id is the function's.
+    pub(crate) async fn lease_acquire_by_function(
+        &self,
+        resource: &ResourceName,
+        ttl_ms: i64,
+    ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
+        let row = query(PRODUCER_LEASE_ACQUIRE)
+            .bind(resource.as_str())
+            .bind(ttl_ms)
+            .optional_on(self)
+            .await
+            .map_err(refusal)?;
+        row.map(|r| {
+            Ok((
+                OwnerId::from(r.col::<Uuid>("owner_id")?),
+                FencingToken::new(r.col("fence")?),
+                r.col("expires_at")?,
+            ))
+        })
+        .transpose()
+    }
+
+    /// `outbox.renew`: the new expiry, or `None` when no longer held.
+    pub(crate) async fn lease_renew_by_function(
+        &self,
+        resource: &ResourceName,
+        owner: OwnerId,
+        token: FencingToken,
+        ttl_ms: i64,
+    ) -> Result<Option<OffsetDateTime>, Error> {
+        query(PRODUCER_LEASE_RENEW)
+            .bind(resource.as_str())
+            .bind(owner.as_uuid())
+            .bind(token.get())
+            .bind(ttl_ms)
+            .one_on(self)
+            .await
+            .map_err(refusal)?
+            .col("expires_at")
+    }
+
+    /// `outbox.release`: whether this owner and token held it.
+    pub(crate) async fn lease_release_by_function(
+        &self,
+        resource: &ResourceName,
+        owner: OwnerId,
+        token: FencingToken,
+    ) -> Result<bool, Error> {
+        query(PRODUCER_LEASE_RELEASE)
+            .bind(resource.as_str())
+            .bind(owner.as_uuid())
+            .bind(token.get())
+            .one_on(self)
+            .await
+            .map_err(refusal)?
+            .col("released")
+    }
+}
+
+/// `outbox.enqueue_batch` on `c` (a pooled connection, or a savepoint in the caller's
+/// transaction): every op or none, its refusals told as the statements' flow tells them.
+pub(crate) async fn enqueue(
+    c: &mut PgConnection,
+    lease: &Lease,
+    ops: &[NewOp],
+) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
+    fn each<'q, T>(ops: &'q [NewOp], f: impl Fn(&'q NewOp) -> T) -> Vec<T> {
+        ops.iter().map(f).collect()
+    }
+    let rows = query(PRODUCER_ENQUEUE)
+        .bind(lease.resource.as_str())
+        .bind(lease.owner_id.as_uuid())
+        .bind(lease.token.get())
+        .bind(each(ops, |o| o.op_id))
+        .bind(each(ops, |o| o.destination.as_str()))
+        .bind(each(ops, |o| o.idempotency_key.as_str()))
+        .bind(each(ops, |o| &o.request_hash[..]))
+        .bind(each(ops, |o| o.order_key.as_ref().map(OrderKey::as_str)))
+        .bind(each(ops, |o| o.partition))
+        .bind(each(ops, |o| o.method.as_str()))
+        .bind(each(ops, |o| o.path.as_str()))
+        .bind(each(ops, |o| o.headers_json.as_str()))
+        .bind(each(ops, |o| o.content_type.as_deref()))
+        .bind(each(ops, |o| o.body.as_slice()))
+        .bind(each(ops, |o| o.expire_with_generation))
+        .bind(each(ops, |o| o.delay_ms))
+        .bind(each(ops, |o| o.trace_context.as_deref()))
+        .bind(each(ops, |o| o.trace_state.as_deref()))
+        .bind(each(ops, |o| o.supersede_pending))
+        .fetch_all(c)
+        .await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => return not_enqueued(&e).map(Err).ok_or_else(|| refusal(map_err(e))),
+    };
+    rows.iter()
+        .map(|r| {
+            Ok(Enqueued {
+                op_id: r.col("op_id")?,
+                seq: r.col("seq")?,
+                duplicate: r.col("duplicate")?,
+                state: r.col::<String>("state")?.parse()?,
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()
+        .map(Ok)
+}
+
+/// The function's SQLSTATE for a rejection (OB001-OB003) or a conflict (OB004), as the
+/// statements' flow answers it.
+fn not_enqueued(e: &sqlx::Error) -> Option<NotEnqueued> {
+    let db = e
+        .as_database_error()?
+        .try_downcast_ref::<PgDatabaseError>()?;
+    let detail: serde_json::Value = db
+        .detail()
+        .and_then(|d| serde_json::from_str(d).ok())
+        .unwrap_or_default();
+    let current = detail["current_token"].as_i64().map(FencingToken::new);
+    Some(match db.code() {
+        "OB001" => NotEnqueued::Rejected(RejectReason::Stale {
+            current: current.unwrap_or(FencingToken::new(0)),
+        }),
+        "OB002" => NotEnqueued::Rejected(RejectReason::Expired),
+        "OB003" => NotEnqueued::Rejected(RejectReason::NoLease { current }),
+        "OB004" => NotEnqueued::Conflict {
+            existing_op_id: detail["existing_op_id"].as_str()?.parse().ok()?,
+        },
+        _ => return None,
+    })
+}
+
+/// An input the SQL API refused (OB005, its field in the error's column) as the store's
+/// invalid input; anything else as it was.
+fn refusal(e: Error) -> Error {
+    let Error::Store(s) = &e else {
+        return e;
+    };
+    let Some(db) = std::error::Error::source(s)
+        .and_then(|e| e.downcast_ref::<sqlx::Error>())
+        .and_then(|e| e.as_database_error())
+        .and_then(|e| e.try_downcast_ref::<PgDatabaseError>())
+    else {
+        return e;
+    };
+    if db.code() != "OB005" {
+        return e;
+    }
+    // The SQL API's field names, as the builder's own checks name them.
+    const FIELDS: &[&str] = &[
+        "resource",
+        "owner_id",
+        "token",
+        "ttl",
+        "ops",
+        "op",
+        "op_id",
+        "destination",
+        "method",
+        "path",
+        "headers",
+        "body",
+        "content_type",
+        "idempotency_key",
+        "order_key",
+        "not_before",
+        "traceparent",
+        "tracestate",
+        "request_hash",
+        "partition",
+    ];
+    let field = FIELDS
+        .iter()
+        .find(|f| db.column() == Some(**f))
+        .copied()
+        .unwrap_or("op");
+    let reason = db
+        .message()
+        .split_once(": ")
+        .map_or(db.message(), |(_, reason)| reason);
+    InvalidInput::new(field, reason.to_owned()).into()
+}
