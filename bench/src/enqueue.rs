@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 use outbox_producer::{Lease, Operation, Outbox};
 use outbox_store::op::partition_slot;
-use outbox_store::{OrderKey, ResourceName};
+use outbox_store::{OrderKey, ProducerCalls, ResourceName};
 
 use crate::cost::{Cost, metered};
 use crate::report::{Row, median, spread};
-use crate::target::{Db, Plain, Target, store};
+use crate::target::{Db, Plain, Target, producer_store, store};
 
 pub(crate) const RESOURCES: usize = 64;
-const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 
 const PLAIN_PG: &str = include_str!("../sql/postgres/op_insert_plain.sql");
 const PLAIN_SQLITE: &str = include_str!("../sql/sqlite/op_insert_plain.sql");
@@ -32,7 +32,7 @@ pub(crate) fn op(key: &str) -> Operation {
         .expect("valid op")
 }
 
-async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
+pub(crate) async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
     let mut leases = Vec::with_capacity(RESOURCES);
     for r in 0..RESOURCES {
         let lease = outbox
@@ -45,7 +45,17 @@ async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
 
 /// Runs `producers` tasks of `per_producer` fenced enqueues each; ops/s.
 pub(crate) async fn fenced(db: &Db, producers: u32, per_producer: usize) -> anyhow::Result<f64> {
-    let outbox = Outbox::from_store(store(db, producers).await?);
+    fenced_by(db, producers, per_producer, ProducerCalls::Auto).await
+}
+
+/// [`fenced`] with the producer's calls going `calls`' way.
+pub(crate) async fn fenced_by(
+    db: &Db,
+    producers: u32,
+    per_producer: usize,
+    calls: ProducerCalls,
+) -> anyhow::Result<f64> {
+    let outbox = Outbox::from_store(producer_store(db, producers, calls).await?);
     let leases = Arc::new(leases(&outbox).await?);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -243,7 +253,7 @@ pub(crate) async fn enqueue_batch(
 
 /// The metered figures of `ours` and, prefixed `baseline_`, the baseline's database figures
 /// (its PostgreSQL CPU and WAL per op), medians over the runs.
-fn with_baseline(ours: &[Cost], baseline: &[Cost]) -> Vec<(String, f64)> {
+pub(crate) fn with_baseline(ours: &[Cost], baseline: &[Cost]) -> Vec<(String, f64)> {
     let mut extra = Cost::median_extra(ours);
     extra.extend(
         Cost::median_extra(baseline)

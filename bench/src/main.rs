@@ -8,6 +8,7 @@ mod cost;
 mod destination;
 mod dispatch;
 mod enqueue;
+mod enqueue_role;
 mod enqueue_sql;
 mod graphile;
 mod instances;
@@ -125,6 +126,10 @@ enum Scenario {
     EnqueueBatch,
     /// The SQL API's outbox.enqueue from 16 connections vs the Rust enqueue (PostgreSQL).
     EnqueueSql,
+    /// The Rust enqueue as a login holding outbox_producer alone makes it (through
+    /// outbox.enqueue_batch) vs through the statements, 1 and 16 producers and batches of 100
+    /// (PostgreSQL).
+    EnqueueRole,
     /// Drain a backlog with the real dispatcher to a local 204 server vs the claim+complete
     /// SQL loop and vs the server's own request rate (with --instances: scale-out).
     Dispatch(DispatchArgs),
@@ -225,6 +230,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         if all || matches!(args.scenario, Scenario::EnqueueSql) {
             rows.extend(enqueue_sql::enqueue_sql(target, runs, args.quick).await?);
+        }
+        if all || matches!(args.scenario, Scenario::EnqueueRole) {
+            rows.extend(enqueue_role::enqueue_role(target, runs, args.quick).await?);
         }
         if plain_dispatch {
             let backlog = args

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use outbox_store::{Backend, Store, StoreOptions, TtlBounds};
+use outbox_store::{Backend, ProducerCalls, Store, StoreOptions, TtlBounds};
 use sqlx::{AssertSqlSafe, Connection as _};
 use tokio::sync::Mutex;
 
@@ -177,19 +177,34 @@ impl Target {
 
 /// A store on `db` with `connections` pooled connections and leases up to 300 s.
 pub(crate) async fn store(db: &Db, connections: u32) -> anyhow::Result<Store> {
-    connect(db, connections, false).await
+    connect(db, connections, false, ProducerCalls::Auto).await
+}
+
+/// [`store`] whose producer calls go `calls`' way (PostgreSQL).
+pub(crate) async fn producer_store(
+    db: &Db,
+    connections: u32,
+    calls: ProducerCalls,
+) -> anyhow::Result<Store> {
+    connect(db, connections, false, calls).await
 }
 
 /// A store whose sessions are set up as the dispatcher's are, for the claim+complete loop.
 pub(crate) async fn dispatcher_store(db: &Db, connections: u32) -> anyhow::Result<Store> {
-    connect(db, connections, true).await
+    connect(db, connections, true, ProducerCalls::Auto).await
 }
 
-async fn connect(db: &Db, connections: u32, dispatcher_sessions: bool) -> anyhow::Result<Store> {
+async fn connect(
+    db: &Db,
+    connections: u32,
+    dispatcher_sessions: bool,
+    producer_calls: ProducerCalls,
+) -> anyhow::Result<Store> {
     let options = StoreOptions {
         lease_ttl: TtlBounds::new(Duration::from_secs(1), Duration::from_secs(300))?,
         max_connections: connections,
         dispatcher_sessions,
+        producer_calls,
         ..StoreOptions::default()
     };
     Ok(Store::connect(&db.url, options).await?)
