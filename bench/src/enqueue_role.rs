@@ -3,6 +3,7 @@
 //! the statements a login with table rights runs, in the same run: single enqueues from 1 and
 //! 16 producers, and batches of 100. PostgreSQL only (the other backends have one way).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use outbox_producer::{Operation, Outbox};
@@ -34,43 +35,39 @@ pub(crate) async fn enqueue_role(
         } else {
             24_000 / producers as usize
         };
+        let setting = format!("{per_producer} ops/producer through outbox.enqueue_batch");
+        let work =
+            |db: Arc<Db>, way| async move { fenced_by(&db, producers, per_producer, way).await };
         let ops = producers as usize * per_producer;
-        let (mut functions, mut statements) = (Vec::new(), Vec::new());
-        let (mut f_costs, mut s_costs) = (Vec::new(), Vec::new());
-        for run in 0..runs {
-            // Fresh databases, the order alternating between runs.
-            for way in order(run) {
-                let db = target.fresh().await?;
-                let (rate, cost) =
-                    metered(&db, ops, fenced_by(&db, producers, per_producer, way)).await?;
-                if way == ProducerCalls::Functions {
-                    functions.push(rate);
-                    f_costs.push(cost);
-                } else {
-                    statements.push(rate);
-                    s_costs.push(cost);
-                }
-            }
-        }
-        let mut r = row(
-            "enqueue-role",
-            target,
-            Some(producers),
-            format!("{per_producer} ops/producer through outbox.enqueue_batch"),
-            &functions,
-            &statements,
-            "the statements",
-        );
-        r.extra = crate::enqueue::with_baseline(&f_costs, &s_costs);
-        rows.push(r);
+        rows.push(both_ways(target, runs, Some(producers), setting, ops, work).await?);
     }
     let batches = if quick { 20 } else { 300 };
+    let setting = format!("{batches} batches of {BATCH} through outbox.enqueue_batch");
+    let work = |db: Arc<Db>, way| async move { batched(&db, batches, way).await };
+    rows.push(both_ways(target, runs, Some(1), setting, batches * BATCH, work).await?);
+    Ok(rows)
+}
+
+/// `work` on a fresh database each way, `runs` times, the order alternating; the row of
+/// the functions against the statements.
+async fn both_ways<F, Fut>(
+    target: &Target,
+    runs: usize,
+    producers: Option<u32>,
+    setting: String,
+    ops: usize,
+    work: F,
+) -> anyhow::Result<Row>
+where
+    F: Fn(Arc<Db>, ProducerCalls) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<f64>>,
+{
     let (mut functions, mut statements) = (Vec::new(), Vec::new());
     let (mut f_costs, mut s_costs) = (Vec::new(), Vec::new());
     for run in 0..runs {
         for way in order(run) {
-            let db = target.fresh().await?;
-            let (rate, cost) = metered(&db, batches * BATCH, batched(&db, batches, way)).await?;
+            let db = Arc::new(target.fresh().await?);
+            let (rate, cost) = metered(&db, ops, work(db.clone(), way)).await?;
             if way == ProducerCalls::Functions {
                 functions.push(rate);
                 f_costs.push(cost);
@@ -83,15 +80,14 @@ pub(crate) async fn enqueue_role(
     let mut r = row(
         "enqueue-role",
         target,
-        Some(1),
-        format!("{batches} batches of {BATCH} through outbox.enqueue_batch"),
+        producers,
+        setting,
         &functions,
         &statements,
         "the statements",
     );
     r.extra = crate::enqueue::with_baseline(&f_costs, &s_costs);
-    rows.push(r);
-    Ok(rows)
+    Ok(r)
 }
 
 /// Which way goes first in run `run`.

@@ -136,29 +136,9 @@ pub(crate) async fn enqueue(
     lease: &Lease,
     ops: &[NewOp],
 ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
-    fn each<'q, T>(ops: &'q [NewOp], f: impl Fn(&'q NewOp) -> T) -> Vec<T> {
-        ops.iter().map(f).collect()
-    }
-    let rows = query(PRODUCER_ENQUEUE)
-        .bind(lease.resource.as_str())
-        .bind(lease.owner_id.as_uuid())
-        .bind(lease.token.get())
-        .bind(each(ops, |o| o.op_id))
-        .bind(each(ops, |o| o.destination.as_str()))
-        .bind(each(ops, |o| o.idempotency_key.as_str()))
-        .bind(each(ops, |o| &o.request_hash[..]))
-        .bind(each(ops, |o| o.order_key.as_ref().map(OrderKey::as_str)))
-        .bind(each(ops, |o| o.partition))
-        .bind(each(ops, |o| o.method.as_str()))
-        .bind(each(ops, |o| o.path.as_str()))
-        .bind(each(ops, |o| o.headers_json.as_str()))
-        .bind(each(ops, |o| o.content_type.as_deref()))
-        .bind(each(ops, |o| o.body.as_slice()))
-        .bind(each(ops, |o| o.expire_with_generation))
-        .bind(each(ops, |o| o.delay_ms))
-        .bind(each(ops, |o| o.trace_context.as_deref()))
-        .bind(each(ops, |o| o.trace_state.as_deref()))
-        .bind(each(ops, |o| o.supersede_pending))
+    let supersede: Vec<bool> = ops.iter().map(|o| o.supersede_pending).collect();
+    let rows = batch_query(PRODUCER_ENQUEUE, lease, ops)
+        .bind(supersede)
         .fetch_all(c)
         .await;
     let rows = match rows {
