@@ -52,6 +52,16 @@ fn logged() -> String {
     String::from_utf8_lossy(&lines.0.lock().unwrap()).into_owned()
 }
 
+/// A producer's lease: neither the viewer's nor the operator's to take.
+const TAKE_A_LEASE: [&str; 6] = [
+    "lease",
+    "acquire",
+    "--resource",
+    "statement:9",
+    "--ttl",
+    "30s",
+];
+
 /// Runs outboxctl as the login of `url`.
 async fn ctl(url: &str, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
@@ -268,14 +278,7 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
             "viewer tries",
         ],
         vec!["purge", "--older-than", "0s", "--reason", "viewer tries"],
-        vec![
-            "lease",
-            "acquire",
-            "--resource",
-            "statement:9",
-            "--ttl",
-            "30s",
-        ],
+        TAKE_A_LEASE.to_vec(),
     ] {
         denied(&ctl(&viewer_url, &args).await);
     }
@@ -336,14 +339,7 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
     let log = db.admin_log().await;
     assert_eq!(log.len(), log_before.len() + 5, "{log:?}");
     for args in [
-        vec![
-            "lease",
-            "acquire",
-            "--resource",
-            "statement:9",
-            "--ttl",
-            "30s",
-        ],
+        TAKE_A_LEASE.to_vec(),
         vec![
             "enqueue",
             "--resource",

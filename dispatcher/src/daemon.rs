@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use backon::Retryable as _;
 use outbox_store::partitioning::PartitionCount;
-use outbox_store::{Partition, Store, StoreOptions};
+use outbox_store::{Partition, ProducerCalls, Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ConfigError};
@@ -385,6 +385,9 @@ async fn connect(config: &Config, shutdown: &CancellationToken) -> Result<Option
             .database_listen_url
             .as_ref()
             .map(|u| u.expose().to_owned()),
+        // Its partition leases are statements its role may run (outbox_dispatcher writes
+        // dispatcher/N rows); it enqueues nothing, so it never needs a producer's functions.
+        producer_calls: ProducerCalls::Statements,
         ..StoreOptions::default()
     };
     let attempt = || async {

@@ -316,14 +316,11 @@ pub(crate) fn parse_headers(
     json: &str,
     backend: crate::Backend,
 ) -> Result<Vec<(String, String)>, crate::Error> {
-    serde_json::from_str(json).map_err(|e| {
-        crate::StoreError::new(
-            backend,
-            crate::StoreErrorKind::Other,
-            format!("stored headers are not a JSON array of pairs: {e}"),
-        )
-        .into()
-    })
+    parse_stored(
+        json,
+        backend,
+        "stored headers are not a JSON array of pairs",
+    )
 }
 
 /// The header names `admin_op_show.sql` gives, a JSON array of strings, in order.
@@ -331,11 +328,24 @@ pub(crate) fn parse_header_names(
     json: &str,
     backend: crate::Backend,
 ) -> Result<Vec<String>, crate::Error> {
+    parse_stored(
+        json,
+        backend,
+        "header names are not a JSON array of strings",
+    )
+}
+
+/// JSON text a statement returned, as `T`; `what` says what it should have been.
+fn parse_stored<T: serde::de::DeserializeOwned>(
+    json: &str,
+    backend: crate::Backend,
+    what: &str,
+) -> Result<T, crate::Error> {
     serde_json::from_str(json).map_err(|e| {
         crate::StoreError::new(
             backend,
             crate::StoreErrorKind::Other,
-            format!("header names are not a JSON array of strings: {e}"),
+            format!("{what}: {e}"),
         )
         .into()
     })

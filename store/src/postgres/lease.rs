@@ -13,20 +13,13 @@ const LEASE_LIST_PARTITION_CONFLICTS: &str =
     include_str!("../../sql/postgres/lease_list_partition_conflicts.sql");
 
 impl PgStore {
-    /// Whether a lease call on `resource` goes through the SQL API's functions: a producer's
-    /// lease for a login that may not write leases itself. A dispatcher's partition leases
-    /// never do (its role writes them, held to `dispatcher/…` rows).
-    async fn producer_lease(&self, resource: &ResourceName) -> Result<bool, Error> {
-        Ok(!resource.as_str().starts_with("dispatcher/") && self.producer_ways().await?.lease)
-    }
-
     pub(crate) async fn lease_acquire(
         &self,
         resource: &ResourceName,
         owner: OwnerId,
         ttl_ms: i64,
     ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
-        if self.producer_lease(resource).await? {
+        if self.producer_functions().await? {
             return self.lease_acquire_by_function(resource, ttl_ms).await;
         }
         let row = query(LEASE_ACQUIRE_IF_FREE)
@@ -52,7 +45,7 @@ impl PgStore {
         token: FencingToken,
         ttl_ms: i64,
     ) -> Result<Option<OffsetDateTime>, Error> {
-        if self.producer_lease(resource).await? {
+        if self.producer_functions().await? {
             return self
                 .lease_renew_by_function(resource, owner, token, ttl_ms)
                 .await;
@@ -73,7 +66,7 @@ impl PgStore {
         owner: OwnerId,
         token: FencingToken,
     ) -> Result<bool, Error> {
-        if self.producer_lease(resource).await? {
+        if self.producer_functions().await? {
             return self.lease_release_by_function(resource, owner, token).await;
         }
         let done = query(LEASE_RELEASE_IF_OWNER)

@@ -128,7 +128,7 @@ impl PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
-        if !self.producer_ways().await?.enqueue {
+        if !self.producer_functions().await? {
             return enqueue::on::<Self>(c, lease, op).await;
         }
         use sqlx::Connection as _;
@@ -138,7 +138,7 @@ impl PgStore {
             Ok(Ok(_)) => savepoint.commit().await.map_err(map_err)?,
             _ => savepoint.rollback().await.map_err(map_err)?,
         }
-        Ok(done?.map(|mut one| one.remove(0)))
+        Ok(done?.map(producer::the_one))
     }
 
     /// Enqueues on a pooled connection: one statement, or a transaction when older pending
@@ -148,13 +148,11 @@ impl PgStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
-        if self.producer_ways().await?.enqueue {
-            let mut conn = self.pool.acquire().await.map_err(map_err)?;
-            return Ok(
-                producer::enqueue(&mut conn, lease, std::slice::from_ref(op))
-                    .await?
-                    .map(|mut one| one.remove(0)),
-            );
+        if self.producer_functions().await? {
+            let one = self
+                .op_enqueue_batch(lease, std::slice::from_ref(op))
+                .await?;
+            return Ok(one.map(producer::the_one));
         }
         // Through a transaction pooler the first try's unique violation would end the
         // transaction its fallback needs: the transaction's path, which cannot violate.
@@ -183,7 +181,7 @@ impl PgStore {
         lease: &Lease,
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
-        if self.producer_ways().await?.enqueue {
+        if self.producer_functions().await? {
             let mut conn = self.pool.acquire().await.map_err(map_err)?;
             return producer::enqueue(&mut conn, lease, ops).await;
         }
@@ -222,7 +220,7 @@ impl PgStore {
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
-        if self.producer_ways().await?.enqueue {
+        if self.producer_functions().await? {
             // outbox.enqueue_batch kept it (a login holding outbox_producer cannot).
             return Ok(());
         }

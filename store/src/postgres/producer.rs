@@ -18,20 +18,12 @@ const PRODUCER_LEASE_ACQUIRE: &str = include_str!("../../sql/postgres/producer_l
 const PRODUCER_LEASE_RENEW: &str = include_str!("../../sql/postgres/producer_lease_renew.sql");
 const PRODUCER_LEASE_RELEASE: &str = include_str!("../../sql/postgres/producer_lease_release.sql");
 
-/// Which way a store's producer calls go, once known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ways {
-    /// Enqueues through `outbox.enqueue_batch`.
-    pub(crate) enqueue: bool,
-    /// Producer leases through `outbox.try_acquire`, `renew` and `release`.
-    pub(crate) lease: bool,
-}
-
 /// The configured choice and, for [`ProducerCalls::Auto`], the answer once asked.
 #[derive(Debug, Clone)]
 pub(crate) struct Choice {
     configured: ProducerCalls,
-    asked: Arc<OnceCell<Ways>>,
+    /// Whether the calls go through the functions, once asked.
+    asked: Arc<OnceCell<bool>>,
 }
 
 impl Choice {
@@ -44,30 +36,23 @@ impl Choice {
 }
 
 impl PgStore {
-    /// Which way this store's producer calls go (functions where `true`).
-    pub(crate) async fn producer_ways(&self) -> Result<Ways, Error> {
-        let all = |functions| Ways {
-            enqueue: functions,
-            lease: functions,
-        };
+    /// Whether this store's producer calls (leases and enqueues) go through the functions.
+    pub(crate) async fn producer_functions(&self) -> Result<bool, Error> {
         match self.producer.configured {
-            ProducerCalls::Statements => return Ok(all(false)),
-            ProducerCalls::Functions => return Ok(all(true)),
+            ProducerCalls::Statements => return Ok(false),
+            ProducerCalls::Functions => return Ok(true),
             ProducerCalls::Auto => {}
         }
-        if let Some(ways) = self.producer.asked.get() {
-            return Ok(*ways);
+        if let Some(functions) = self.producer.asked.get() {
+            return Ok(*functions);
         }
         // Before the schema exists the answer is not kept: asked again once it does.
         let Some(row) = query(PRODUCER_CALLS).optional_on(self).await? else {
-            return Ok(all(false));
+            return Ok(false);
         };
-        let ways = Ways {
-            enqueue: !row.col::<bool>("may_enqueue")?,
-            lease: !row.col::<bool>("may_lease")?,
-        };
-        let _ = self.producer.asked.set(ways);
-        Ok(ways)
+        let functions = !row.col::<bool>("may_write")?;
+        let _ = self.producer.asked.set(functions);
+        Ok(functions)
     }
 
     /// `outbox.try_acquire`: the owner id is the function's.
@@ -156,6 +141,11 @@ pub(crate) async fn enqueue(
         })
         .collect::<Result<Vec<_>, Error>>()
         .map(Ok)
+}
+
+/// The one op a single enqueue gave to `outbox.enqueue_batch`.
+pub(crate) fn the_one(mut ops: Vec<Enqueued>) -> Enqueued {
+    ops.swap_remove(0)
 }
 
 /// The function's SQLSTATE for a rejection (OB001-OB003) or a conflict (OB004), as the
