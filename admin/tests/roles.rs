@@ -151,9 +151,14 @@ impl Dispatcher {
     /// Delivers `statements` ops to `receiver`: a 400 is final, a 503 retried; with a
     /// retention of a second, so its housekeeping purges what finished within seconds.
     fn start(url: &str, receiver: &Receiver) -> Dispatcher {
+        Dispatcher::start_with(url, receiver, "retention = \"1s\"")
+    }
+
+    /// [`Dispatcher::start`] with `housekeeping` (its retention and erasure settings).
+    fn start_with(url: &str, receiver: &Receiver, housekeeping: &str) -> Dispatcher {
         let text = format!(
             "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n\
-             poll_interval = \"100ms\"\nlisten = \"\"\npartitions = 2\nretention = \"1s\"\n\
+             poll_interval = \"100ms\"\nlisten = \"\"\npartitions = 2\n{housekeeping}\n\
              [destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\n\
              retry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 4 }}\n",
             receiver.url()
@@ -403,6 +408,72 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
     );
     // Delivered 1, retried 3, dead 1 and once more after its replay; the cancelled op never.
     assert_eq!(receiver.received().len(), 6);
+    let warnings = logged();
+    assert!(!warnings.contains("denied"), "{warnings}");
+}
+
+/// Issue 37, item 4: a dispatcher with `erase_after` and its role alone clears what it
+/// delivered (the content gone from the table, not only from the output), keeps what is dead,
+/// and `outboxctl show` says when; the erased op cannot be replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dispatcher_erases_delivered_content_with_its_role_alone() {
+    logged();
+    let db = TestDb::postgres().await;
+    let owner = db.outbox().await;
+    let dispatcher_url = db.login_as("outbox_dispatcher").await;
+    let operator_url = db.login_as("outbox_operator").await;
+    let receiver = Receiver::start().await;
+    receiver.script("/v1/statements/dead", [Reply::status(400)]);
+    let l = lease(&owner, "statement:2002").await;
+    let mut seqs = HashMap::new();
+    for key in ["delivered", "dead"] {
+        let done = owner.enqueue(&l, &statement(key)).await.expect("enqueue");
+        seqs.insert(key, done.seq.to_string());
+    }
+    let dispatcher = Dispatcher::start_with(
+        &dispatcher_url,
+        &receiver,
+        "retention = \"1h\"\nerase_after = \"1s\"",
+    );
+    let store = db.store().await;
+    let delivered: i64 = seqs["delivered"].parse().unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the delivered op erased",
+        || async {
+            let op = store.admin_op_show(delivered).await.unwrap().unwrap();
+            op.erased_at.is_some()
+        },
+    )
+    .await;
+    until_state(&db, seqs["dead"].parse().unwrap(), "dead").await;
+    dispatcher.stop().await;
+    // What was sent was the content; what is kept is not.
+    let sent = receiver.received();
+    assert!(
+        sent.iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains(SECRET_BODY))
+    );
+    let rows = db.ops().await;
+    let kept = |seq: &str| rows.iter().find(|o| o.seq.to_string() == seq).unwrap();
+    assert!(kept(&seqs["delivered"]).body.is_empty());
+    assert!(String::from_utf8_lossy(&kept(&seqs["dead"]).body).contains(SECRET_BODY));
+    let shown = ok(&ctl(&operator_url, &["show", &seqs["delivered"], "--body"]).await);
+    assert!(
+        shown.contains("erased") && shown.contains("X-Note"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(SECRET_HEADER) && !shown.contains(SECRET_BODY),
+        "{shown}"
+    );
+    let replay = ctl(
+        &operator_url,
+        &["replay", &seqs["delivered"], "--force", "--reason", "again"],
+    )
+    .await;
+    assert!(text(&replay).contains("erased"), "{}", text(&replay));
+    assert_eq!(state_of(&db, delivered).await, "delivered");
     let warnings = logged();
     assert!(!warnings.contains("denied"), "{warnings}");
 }

@@ -56,6 +56,19 @@ pub fn next_attempt(op: &OpDetail) -> Option<String> {
     }
 }
 
+/// An op's body: its size and content type, or, once erasure after delivery cleared the body
+/// and the header values (`dispatcher.erase_after`), when that was.
+pub fn body_line(op: &OpDetail) -> String {
+    let content_type = op.content_type.as_deref().unwrap_or("-");
+    match op.erased_at {
+        Some(at) => format!(
+            "erased {} with the header values (names kept); it was {content_type}",
+            relative(at)
+        ),
+        None => format!("{} bytes, {content_type}", op.summary.body_bytes),
+    }
+}
+
 /// The trace id of a stored traceparent (`00-<trace id>-<span id>-<flags>`): what a tracing
 /// system finds an attempt's span by. `None` unless it is 32 lower-case hex digits.
 pub fn trace_id(traceparent: &str) -> Option<&str> {

@@ -1,5 +1,6 @@
 //! Housekeeping, every few seconds while the daemon runs: the outbox's gauges, a report of
-//! ops waiting for a destination that is not configured, and the retention purge.
+//! ops waiting for a destination that is not configured, erasure after delivery and the
+//! retention purge.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -8,15 +9,22 @@ use outbox_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::erase::Eraser;
 use crate::metrics as m;
 
-/// Gauges, unrouted-op reports and retention, every few seconds (at most 10 s, and at least
-/// twice per retention period) until shutdown.
+/// Gauges, unrouted-op reports, erasure and retention, every few seconds (at most 10 s, and at
+/// least twice per retention or erasure period) until shutdown.
 pub(crate) async fn run(store: Store, config: Config, shutdown: CancellationToken) {
     let destinations: Vec<String> = config.destinations.keys().cloned().collect();
-    let period =
-        (config.dispatcher.retention / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
+    let shortest = config
+        .dispatcher
+        .erase_after
+        .map_or(config.dispatcher.retention, |e| {
+            e.min(config.dispatcher.retention)
+        });
+    let period = (shortest / 2).clamp(Duration::from_secs(1), Duration::from_secs(10));
     let mut unrouted = Unrouted::default();
+    let mut eraser = Eraser::default();
     loop {
         match store.op_stats().await {
             Ok(stats) => {
@@ -31,6 +39,9 @@ pub(crate) async fn run(store: Store, config: Config, shutdown: CancellationToke
         match store.op_unrouted_list(&destinations, UNROUTED_SHOWN).await {
             Ok(list) => unrouted.report(list),
             Err(e) => tracing::warn!(error = %e, "could not count unrouted ops"),
+        }
+        if let Some(erase_after) = config.dispatcher.erase_after {
+            eraser.pass(&store, erase_after).await;
         }
         purge(&store, &config).await;
         tokio::select! {

@@ -24,6 +24,8 @@ pub mod deliver;
 #[cfg(feature = "daemon")]
 mod drain;
 #[cfg(feature = "daemon")]
+mod erase;
+#[cfg(feature = "daemon")]
 mod handles;
 #[cfg(feature = "daemon")]
 mod health;

@@ -57,6 +57,8 @@ pub const PARTITIONS_LED: &str = "outbox_partitions_led";
 pub const INSTANCES: &str = "outbox_dispatcher_instances";
 /// Ops purged by retention.
 pub const PURGED: &str = "outbox_purged_total";
+/// Finished ops whose body and header values were erased (`dispatcher.erase_after`).
+pub const ERASED: &str = "outbox_erased_total";
 /// Database errors seen by the loop, by `operation` (a [`DbCall`]).
 pub const DB_ERRORS: &str = "outbox_database_errors_total";
 /// Enqueues refused (stale, expired or no lease) in the last hour, from the database.
@@ -242,6 +244,11 @@ const HELP: &[(&str, Kind, &str)] = &[
     ),
     (PURGED, Kind::Counter, "Finished ops purged by retention."),
     (
+        ERASED,
+        Kind::Counter,
+        "Finished ops whose body and header values were erased (dispatcher.erase_after).",
+    ),
+    (
         DB_ERRORS,
         Kind::Counter,
         "Database calls that failed (and are retried), by operation.",
@@ -317,6 +324,7 @@ pub(crate) fn register(destinations: &[String], partitions: u32) {
         RELEASED_CLAIMS,
         SUPERSEDED,
         PURGED,
+        ERASED,
         TRACE_SPANS_DROPPED,
     ] {
         metrics::counter!(name).increment(0);

@@ -44,6 +44,11 @@ const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
     ),
     (
         "sqlite",
+        "op_request_erase.sql",
+        "see op_queue_insert.sql: erasure stamps the finished rows, then clears their requests' content with this statement",
+    ),
+    (
+        "sqlite",
         "data_version_read.sql",
         "SQLite has no notifications: its dispatcher watches for other connections' commits (PostgreSQL LISTENs, SQL Server polls)",
     ),

@@ -516,6 +516,20 @@ impl Store {
         on_backend!(self, b => b.op_purge_finished(ms, batch).await)
     }
 
+    /// Clears the body and the header values (their names stay) of up to `batch` delivered,
+    /// cancelled or superseded ops that finished more than `older_than` ago, and notes when
+    /// (`show` says so). Only ops that finished within `within` before that cut-off are looked
+    /// at (`None`: all of them). Dead ops are never erased. Returns how many were erased.
+    pub async fn op_erase_finished(
+        &self,
+        older_than: Duration,
+        within: Option<Duration>,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        on_backend!(self, b => b.op_erase_finished(ms(older_than), within.map(ms), batch).await)
+    }
+
     /// Destinations with pending ops that are not among `destinations`, with their counts:
     /// at most `limit`, those with the most ops first.
     pub async fn op_unrouted_list(

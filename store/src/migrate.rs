@@ -47,6 +47,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0014, "request_rules"),
     migration!("postgres", 0015, "producer_role"),
     migration!("postgres", 0016, "component_roles"),
+    migration!("postgres", 0017, "content_at_rest"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -66,6 +67,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0014, "request_rules"),
     migration!("sqlite", 0015, "producer_role"),
     migration!("sqlite", 0016, "component_roles"),
+    migration!("sqlite", 0017, "content_at_rest"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -85,6 +87,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0014, "request_rules"),
     migration!("mssql", 0015, "producer_role"),
     migration!("mssql", 0016, "component_roles"),
+    migration!("mssql", 0017, "content_at_rest"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -210,7 +213,8 @@ mod tests {
                 "0013_queue_layout",
                 "0014_request_rules",
                 "0015_producer_role",
-                "0016_component_roles"
+                "0016_component_roles",
+                "0017_content_at_rest"
             ]
         );
     }

@@ -26,4 +26,6 @@ pub(crate) struct Locked {
     pub(crate) state: String,
     pub(crate) token: i64,
     pub(crate) resource_token: Option<i64>,
+    /// When erasure after delivery cleared its content: nothing is left to send.
+    pub(crate) erased_at: Option<time::OffsetDateTime>,
 }

@@ -7,6 +7,7 @@ extern crate outbox_tests;
 
 mod architecture;
 mod destination_health;
+mod erasure;
 mod guarantees;
 mod keeper;
 mod lease_model;

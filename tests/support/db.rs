@@ -205,6 +205,7 @@ impl TestDb {
             "0014_request_rules",
             "0015_producer_role",
             "0016_component_roles",
+            "0017_content_at_rest",
         ]
     }
 

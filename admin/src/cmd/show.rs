@@ -96,14 +96,7 @@ fn print_op(op: &OpDetail, content: Option<&OpContent>) {
         ),
         ("last error", render::or_dash(s.last_error.as_deref())),
         ("trace", trace_line(op)),
-        (
-            "body",
-            format!(
-                "{} bytes, {}",
-                s.body_bytes,
-                render::or_dash(op.content_type.as_deref())
-            ),
-        ),
+        ("body", describe::body_line(op)),
     ];
     // Every value may hold a producer's text: each line is printed as a cell.
     for (name, value) in lines {

@@ -147,11 +147,10 @@ fn fields(op: &OpDetail) -> Vec<Field> {
         field(
             "body",
             "body",
-            format!(
-                "{} bytes, {} (not shown)",
-                s.body_bytes,
-                text::or_dash(op.content_type.as_deref())
-            ),
+            match op.erased_at {
+                Some(_) => describe::body_line(op),
+                None => format!("{} (not shown)", describe::body_line(op)),
+            },
         ),
     ]
 }
@@ -218,6 +217,7 @@ mod tests {
             content_type: Some("application/json".into()),
             claimed_by_token: None,
             delivered_at: None,
+            erased_at: None,
             trace_context: None,
             trace_state: None,
             retry_base_attempts: 0,

@@ -173,6 +173,9 @@ pub struct DispatcherConfig {
     pub shutdown_grace: Duration,
     /// How long finished ops are kept.
     pub retention: Duration,
+    /// How long after a delivered, cancelled or superseded op finished its body and header
+    /// values are erased; `None`: kept until `retention` deletes the op.
+    pub erase_after: Option<Duration>,
     /// Where /metrics, /healthz and /readyz listen; `None`: nowhere.
     pub listen: Option<SocketAddr>,
 }

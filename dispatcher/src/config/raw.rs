@@ -53,6 +53,7 @@ pub(super) struct RawDispatcher {
     pub(super) max_body_bytes: i64,
     pub(super) shutdown_grace: String,
     pub(super) retention: String,
+    pub(super) erase_after: String,
     pub(super) listen: String,
 }
 

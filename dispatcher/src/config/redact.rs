@@ -44,7 +44,7 @@ fn database_and_lease(c: &Config) -> String {
 
 fn dispatcher(d: &DispatcherConfig) -> String {
     format!(
-        "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nclaim_ahead = {}\nmax_body_bytes = {}\nshutdown_grace = {:?}\nretention = {:?}\nlisten = {:?}\n",
+        "[dispatcher]\npartitions = {}\nlease_ttl = {:?}\npoll_interval = {:?}\nmax_in_flight = {}\nclaim_batch = {}\nclaim_ahead = {}\nmax_body_bytes = {}\nshutdown_grace = {:?}\nretention = {:?}\nerase_after = {:?}\nlisten = {:?}\n",
         d.partitions,
         h(d.lease_ttl),
         h(d.poll_interval),
@@ -54,6 +54,7 @@ fn dispatcher(d: &DispatcherConfig) -> String {
         d.max_body_bytes,
         h(d.shutdown_grace),
         h(d.retention),
+        h(d.erase_after.unwrap_or_default()),
         d.listen.map(|a| a.to_string()).unwrap_or_default()
     )
 }

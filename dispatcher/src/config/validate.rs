@@ -124,6 +124,12 @@ fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfi
         Duration::from_secs(3600),
     )?;
     let listen = listen(&raw.listen)?;
+    let retention = bounded_duration(
+        "dispatcher.retention",
+        &raw.retention,
+        Duration::from_secs(1),
+        DAY * 3650,
+    )?;
     Ok(DispatcherConfig {
         partitions,
         lease_ttl,
@@ -146,14 +152,30 @@ fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfi
             Duration::ZERO,
             Duration::from_secs(3600),
         )?,
-        retention: bounded_duration(
-            "dispatcher.retention",
-            &raw.retention,
-            Duration::from_secs(1),
-            DAY * 3650,
-        )?,
+        retention,
+        erase_after: erase_after(&raw.erase_after, retention)?,
         listen,
     })
+}
+
+/// `dispatcher.erase_after`: `0s` (off), or at least a second and shorter than `retention`,
+/// which would delete the op first.
+fn erase_after(text: &str, retention: Duration) -> Result<Option<Duration>, ConfigError> {
+    let key = "dispatcher.erase_after";
+    let erase_after = bounded_duration(key, text, Duration::ZERO, DAY * 3650)?;
+    if erase_after.is_zero() {
+        return Ok(None);
+    }
+    if erase_after < Duration::from_secs(1) {
+        return Err(err(key, "must be 0s (off) or at least 1s"));
+    }
+    if erase_after >= retention {
+        return Err(err(
+            key,
+            "must be shorter than dispatcher.retention, which deletes finished ops with their content",
+        ));
+    }
+    Ok(Some(erase_after))
 }
 
 /// `dispatcher.lease_ttl`: within the lease bounds, and at least a second.
@@ -552,6 +574,22 @@ mod bound_tests {
                 "dispatcher.claim_ahead",
             ),
             (
+                "[dispatcher]\nerase_after = \"500ms\"".to_owned(),
+                "dispatcher.erase_after",
+            ),
+            (
+                "[dispatcher]\nerase_after = \"7d\"".to_owned(),
+                "dispatcher.erase_after",
+            ),
+            (
+                "[dispatcher]\nretention = \"1h\"\nerase_after = \"2h\"".to_owned(),
+                "dispatcher.erase_after",
+            ),
+            (
+                "[dispatcher]\nerase_after = \"soon\"".to_owned(),
+                "dispatcher.erase_after",
+            ),
+            (
                 "[dispatcher]\npartitions = 4294967297".to_owned(),
                 "dispatcher.partitions",
             ),
@@ -668,6 +706,21 @@ mod bound_tests {
         }
     }
 
+    /// Issue 37, item 4: erasure is off unless asked for, and then shorter than retention.
+    #[test]
+    fn erase_after_is_off_by_default_and_shorter_than_retention() {
+        let c = Config::load(Some(DEST), &HashMap::new()).unwrap();
+        assert_eq!(c.dispatcher.erase_after, None);
+        let text = format!("[dispatcher]\nretention = \"30d\"\nerase_after = \"1h\"\n{DEST}");
+        let c = Config::load(Some(&text), &HashMap::new()).unwrap();
+        assert_eq!(c.dispatcher.erase_after, Some(Duration::from_secs(3600)));
+        assert!(
+            c.redacted().contains("erase_after = \"1h\""),
+            "{}",
+            c.redacted()
+        );
+    }
+
     #[test]
     fn the_largest_allowed_values_load() {
         let text = format!(
@@ -716,6 +769,7 @@ mod bound_tests {
         "[dispatcher]\nmax_body_bytes",
         "[dispatcher]\nshutdown_grace",
         "[dispatcher]\nretention",
+        "[dispatcher]\nerase_after",
         "[dispatcher]\nlisten",
         "[console]\nenabled",
         "[console]\nrefresh",

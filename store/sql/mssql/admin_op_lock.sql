@@ -15,14 +15,18 @@
 -- releasing the locks.
 -- The resource's newest token is a plain read, as in the PostgreSQL file: it only grows, and
 -- it only decides whether replay needs --force.
+-- A finished op's erased_at (0017_content_at_rest.sql) is read under the same lock: replay
+-- refuses an erased op.
 -- Parameters: @P1 op row ids (nvarchar, a JSON array of numbers).
 -- Returns id bigint, op_id uniqueidentifier, state varchar, fence bigint, resource_fence
--- bigint (NULL when the resource has no lease row), one row per op found, by id.
+-- bigint (NULL when the resource has no lease row), erased_at datetimeoffset (NULL), one row
+-- per op found, by id.
 SET NOCOUNT ON;
 
 DECLARE @ids TABLE (id bigint NOT NULL PRIMARY KEY);
 DECLARE @queued TABLE (id bigint NOT NULL PRIMARY KEY, claimed_by_fence bigint NULL);
-DECLARE @finished TABLE (id bigint NOT NULL PRIMARY KEY, state varchar(16) NOT NULL);
+DECLARE @finished TABLE (id bigint NOT NULL PRIMARY KEY, state varchar(16) NOT NULL,
+                         erased_at datetimeoffset(7) NULL);
 
 INSERT INTO @ids (id)
 SELECT DISTINCT CAST(j.value AS bigint) FROM OPENJSON(@P1) AS j;
@@ -32,8 +36,8 @@ SELECT q.id, q.claimed_by_fence
 FROM dbo.outbox_queue AS q WITH (UPDLOCK, ROWLOCK, HOLDLOCK)
 WHERE q.id IN (SELECT i.id FROM @ids AS i);
 
-INSERT INTO @finished (id, state)
-SELECT f.id, f.state
+INSERT INTO @finished (id, state, erased_at)
+SELECT f.id, f.state, f.erased_at
 FROM dbo.outbox_finished AS f WITH (UPDLOCK, ROWLOCK, HOLDLOCK)
 WHERE f.id IN (SELECT i.id FROM @ids AS i);
 
@@ -45,7 +49,8 @@ SELECT o.id,
                 ELSE COALESCE(f.state, 'in_flight')
             END AS varchar(16)) AS state,
        o.fence,
-       l.fence AS resource_fence
+       l.fence AS resource_fence,
+       f.erased_at
 FROM dbo.outbox_requests AS o
 LEFT JOIN @queued AS q ON q.id = o.id
 LEFT JOIN @finished AS f ON f.id = o.id

@@ -14,7 +14,8 @@
 -- last_error nvarchar (NULL), trace_context varchar (NULL), trace_state
 -- varchar (NULL), created_at datetimeoffset,
 -- delivered_at datetimeoffset (NULL), finished_at datetimeoffset (NULL), retry_base_attempts
--- int, retry_since datetimeoffset (NULL), resource_fence bigint (NULL); or no row.
+-- int, retry_since datetimeoffset (NULL), resource_fence bigint (NULL), erased_at
+-- datetimeoffset (NULL: not erased, 0017_content_at_rest.sql); or no row.
 SELECT o.id,
        o.op_id,
        o.resource,
@@ -41,7 +42,9 @@ SELECT o.id,
        o.finished_at,
        o.retry_base_attempts,
        o.retry_since,
-       l.fence AS resource_fence
+       l.fence AS resource_fence,
+       f.erased_at
 FROM dbo.outbox_ops AS o
+LEFT JOIN dbo.outbox_finished AS f ON f.id = o.id
 LEFT JOIN dbo.outbox_leases AS l ON l.resource = o.resource
 WHERE o.id = @P1;

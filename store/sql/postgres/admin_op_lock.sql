@@ -4,6 +4,8 @@
 -- it), so the state read here is the state changed: an op is never in two states. An op whose
 -- queue row a completion removed after this statement began, and whose finished row it cannot
 -- see yet, reads as in flight (it was, a moment ago): it is refused, never changed twice.
+-- A finished op's erased_at (0017_content_at_rest.sql) is read under the same lock: an erased op
+-- has nothing left to send, and replay refuses it.
 -- Parameters: $1 op row ids (bigint[]).
 WITH q AS (
     SELECT id, claimed_by_fence
@@ -11,7 +13,7 @@ WITH q AS (
     WHERE id = ANY($1::bigint[])
     FOR UPDATE
 ), f AS (
-    SELECT id, state
+    SELECT id, state, erased_at
     FROM outbox_finished
     WHERE id = ANY($1::bigint[])
     FOR UPDATE
@@ -20,7 +22,7 @@ SELECT o.id, o.op_id::text AS op_id,
        CASE WHEN q.id IS NOT NULL
             THEN CASE WHEN q.claimed_by_fence IS NULL THEN 'pending' ELSE 'in_flight' END
             ELSE coalesce(f.state, 'in_flight') END AS state,
-       o.fence, l.fence AS resource_fence
+       o.fence, l.fence AS resource_fence, f.erased_at
 FROM outbox_requests o
 LEFT JOIN q ON q.id = o.id
 LEFT JOIN f ON f.id = o.id

@@ -32,6 +32,10 @@ impl Action {
             (_, "in_flight") => {
                 Err("in flight: an attempt is under way; try again after it".into())
             }
+            (Action::Replay, _) if op.erased_at.is_some() => Err(
+                "its body and header values were erased after it finished: nothing is left to send"
+                    .into(),
+            ),
             (Action::Replay, "dead" | "cancelled") if superseded_token && !force => Err(format!(
                 "its token {} is superseded by {} on its resource (use --force to send it anyway)",
                 op.token,
@@ -204,6 +208,7 @@ mod tests {
             state: state.into(),
             token,
             resource_token: newest,
+            erased_at: None,
         }
     }
 
@@ -218,6 +223,17 @@ mod tests {
         assert!(r.verdict(&op("delivered", 3, Some(3)), true).is_ok());
         assert!(r.verdict(&op("in_flight", 3, Some(3)), true).is_err());
         assert!(r.verdict(&op("pending", 3, Some(3)), true).is_err());
+    }
+
+    /// Issue 37, item 4: an erased op has no body left; even --force does not send it.
+    #[test]
+    fn replay_refuses_an_erased_op() {
+        let erased = Locked {
+            erased_at: Some(time::OffsetDateTime::UNIX_EPOCH),
+            ..op("delivered", 3, Some(3))
+        };
+        let why = Action::Replay.verdict(&erased, true).unwrap_err();
+        assert!(why.contains("erased"), "{why}");
     }
 
     #[test]

@@ -125,6 +125,9 @@ pub struct OpDetail {
     /// When it was delivered.
     #[serde(with = "time::serde::rfc3339::option")]
     pub delivered_at: Option<OffsetDateTime>,
+    /// When erasure after delivery cleared its body and header values (their names stay).
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub erased_at: Option<OffsetDateTime>,
     /// The producer's W3C traceparent.
     pub trace_context: Option<String>,
     /// The producer's W3C tracestate.

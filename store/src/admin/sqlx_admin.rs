@@ -363,6 +363,7 @@ where
                     state: r.try_get("state")?,
                     token: r.try_get("fence")?,
                     resource_token: r.try_get("resource_fence")?,
+                    erased_at: r.try_get("erased_at")?,
                 })
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
@@ -543,6 +544,7 @@ where
                 .try_get::<Option<i64>, _>("claimed_by_fence")?
                 .map(FencingToken::new),
             delivered_at: r.try_get("delivered_at")?,
+            erased_at: r.try_get("erased_at")?,
             trace_context: r.try_get("trace_context")?,
             trace_state: r.try_get("trace_state")?,
             retry_base_attempts: r.try_get("retry_base_attempts")?,

@@ -342,6 +342,7 @@ fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
             .col::<Option<i64>>("claimed_by_fence")?
             .map(FencingToken::new),
         delivered_at: r.col("delivered_at")?,
+        erased_at: r.col("erased_at")?,
         trace_context: r.col("trace_context")?,
         trace_state: r.col("trace_state")?,
         retry_base_attempts: r.col("retry_base_attempts")?,
@@ -381,6 +382,7 @@ fn locked_op(r: &tiberius::Row) -> Result<Locked, Error> {
         state: r.col("state")?,
         token: r.col("fence")?,
         resource_token: r.col("resource_fence")?,
+        erased_at: r.col("erased_at")?,
     })
 }
 

@@ -14,6 +14,7 @@ const OP_STATS: &str = include_str!("../../sql/mssql/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../../sql/mssql/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../../sql/mssql/op_next_due.sql");
 const OP_PURGE_FINISHED: &str = include_str!("../../sql/mssql/op_purge_finished.sql");
+const OP_ERASE_FINISHED: &str = include_str!("../../sql/mssql/op_erase_finished.sql");
 const OP_UNROUTED_LIST: &str = include_str!("../../sql/mssql/op_unrouted_list.sql");
 
 /// The longest age a retention statement takes, about 63 years: its seconds fit DATEADD's
@@ -144,6 +145,21 @@ impl MsStore {
         self.affected(
             Stmt::new(OP_PURGE_FINISHED)
                 .bind(older_than_ms.clamp(0, MAX_AGE_MS))
+                .bind(i64::from(batch)),
+        )
+        .await
+    }
+
+    pub(crate) async fn op_erase_finished(
+        &self,
+        older_than_ms: i64,
+        within_ms: Option<i64>,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        self.affected(
+            Stmt::new(OP_ERASE_FINISHED)
+                .bind(older_than_ms.clamp(0, MAX_AGE_MS))
+                .bind(within_ms.map(|w| w.clamp(0, MAX_AGE_MS)))
                 .bind(i64::from(batch)),
         )
         .await

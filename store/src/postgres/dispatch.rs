@@ -13,6 +13,7 @@ const OP_STATS: &str = include_str!("../../sql/postgres/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../../sql/postgres/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../../sql/postgres/op_next_due.sql");
 const OP_PURGE_FINISHED: &str = include_str!("../../sql/postgres/op_purge_finished.sql");
+const OP_ERASE_FINISHED: &str = include_str!("../../sql/postgres/op_erase_finished.sql");
 const OP_UNROUTED_LIST: &str = include_str!("../../sql/postgres/op_unrouted_list.sql");
 /// The channel `op_insert_if_lease_held.sql` notifies on commit.
 const ENQUEUE_CHANNEL: &str = "outbox_ops";
@@ -173,6 +174,21 @@ impl PgStore {
             .all_on(self)
             .await?;
         Ok(gone.len() as u64)
+    }
+
+    pub(crate) async fn op_erase_finished(
+        &self,
+        older_than_ms: i64,
+        within_ms: Option<i64>,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let erased = query(OP_ERASE_FINISHED)
+            .bind(older_than_ms)
+            .bind(within_ms)
+            .bind(i64::from(batch))
+            .all_on(self)
+            .await?;
+        Ok(erased.len() as u64)
     }
 
     pub(crate) async fn op_unrouted_list(

@@ -14,6 +14,8 @@ const OP_STATS: &str = include_str!("../../sql/sqlite/op_stats.sql");
 const WAKEUP_SET: &str = include_str!("../../sql/sqlite/wakeup_set.sql");
 const OP_NEXT_DUE: &str = include_str!("../../sql/sqlite/op_next_due.sql");
 const OP_PURGE_FINISHED: &str = include_str!("../../sql/sqlite/op_purge_finished.sql");
+const OP_ERASE_FINISHED: &str = include_str!("../../sql/sqlite/op_erase_finished.sql");
+const OP_REQUEST_ERASE: &str = include_str!("../../sql/sqlite/op_request_erase.sql");
 const OP_UNROUTED_LIST: &str = include_str!("../../sql/sqlite/op_unrouted_list.sql");
 
 impl SqliteStore {
@@ -163,6 +165,33 @@ impl SqliteStore {
             .map_err(map_err)
             .and_then(|rows| ids(&rows))?;
         request_delete(&mut tx, &ids).await?;
+        tx.commit().await.map_err(map_err)?;
+        Ok(ids.len() as u64)
+    }
+
+    /// The finished rows stamped, then their requests' content cleared, in one transaction.
+    pub(crate) async fn op_erase_finished(
+        &self,
+        older_than_ms: i64,
+        within_ms: Option<i64>,
+        batch: u32,
+    ) -> Result<u64, Error> {
+        let mut tx = self.begin().await?;
+        let ids = sqlx::query(OP_ERASE_FINISHED)
+            .bind(older_than_ms)
+            .bind(within_ms)
+            .bind(batch)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(map_err)
+            .and_then(|rows| ids(&rows))?;
+        if !ids.is_empty() {
+            sqlx::query(OP_REQUEST_ERASE)
+                .bind(json_list(&ids))
+                .execute(&mut *tx)
+                .await
+                .map_err(map_err)?;
+        }
         tx.commit().await.map_err(map_err)?;
         Ok(ids.len() as u64)
     }

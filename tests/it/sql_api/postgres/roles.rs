@@ -160,7 +160,11 @@ async fn a_worker_granted_before_the_producer_role_keeps_its_calls() {
         .expect("migrate");
     assert_eq!(
         report.applied,
-        ["0015_producer_role", "0016_component_roles"]
+        [
+            "0015_producer_role",
+            "0016_component_roles",
+            "0017_content_at_rest"
+        ]
     );
     let lease = acquire(&mut worker, "billing:2", "30 seconds").await;
     let op = SqlOp::post("st-2", "{}");
