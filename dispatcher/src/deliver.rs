@@ -9,8 +9,10 @@
 //! Webhooks signature headers when configured. A destination's configured headers are the
 //! only values sent under their names.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use outbox_seal::{Keys, OpenError};
 use outbox_store::ClaimedOp;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
@@ -68,6 +70,7 @@ pub struct Sender {
     client: reqwest::Client,
     destination: Destination,
     max_body_bytes: usize,
+    keys: Arc<Keys>,
 }
 
 impl Sender {
@@ -90,7 +93,14 @@ impl Sender {
             client: builder.build()?,
             destination: destination.clone(),
             max_body_bytes,
+            keys: Arc::default(),
         })
+    }
+
+    /// Opens ops' sealed header values and bodies with `keys` before sending them.
+    pub fn with_keys(mut self, keys: Arc<Keys>) -> Sender {
+        self.keys = keys;
+        self
     }
 
     /// The destination this sender serves.
@@ -101,15 +111,46 @@ impl Sender {
     /// Makes one attempt of `op`, with `trace` as its trace context, if any.
     pub async fn send(&self, op: &ClaimedOp, trace: Option<&TraceHeaders>) -> Attempt {
         let started = Instant::now();
-        let (result, excerpt) = match self.request(op, trace) {
-            Ok(request) => self.exchange(request).await,
-            Err(e) => (AttemptResult::Invalid(e), None),
+        let (result, excerpt) = match self.open(op) {
+            Ok(clear) => match self.request(clear.as_ref().unwrap_or(op), trace) {
+                Ok(request) => self.exchange(request).await,
+                Err(e) => (AttemptResult::Invalid(e), None),
+            },
+            Err(e) => (e, None),
         };
         Attempt {
             result,
             excerpt,
             duration: started.elapsed(),
         }
+    }
+
+    /// `op` with its sealed header values and body opened (`None`: nothing in it is sealed),
+    /// or the attempt's result when they cannot be: a key this process does not hold is a
+    /// failure to retry (the key can be added), one that does not open is never sent (G11).
+    fn open(&self, op: &ClaimedOp) -> Result<Option<ClaimedOp>, AttemptResult> {
+        let clear = match self
+            .keys
+            .open_content(&op.destination, &op.headers, &op.body)
+        {
+            Ok(Some(clear)) => clear,
+            Ok(None) => return Ok(None),
+            Err(e @ OpenError::UnknownKey { .. }) => {
+                return Err(AttemptResult::NotSent(format!("{e}: not sent")));
+            }
+            Err(e @ OpenError::Damaged { .. }) => {
+                return Err(AttemptResult::Invalid(format!("{e}, never sent")));
+            }
+        };
+        let mut op = op.clone();
+        // A body the claim left out (larger than max_body_bytes as stored) keeps its stored
+        // size, so the check below refuses it; one read whole is checked at its clear size.
+        if usize::try_from(op.body_bytes).is_ok_and(|n| n == op.body.len()) {
+            op.body_bytes = i64::try_from(clear.body.len()).unwrap_or(i64::MAX);
+        }
+        op.headers = clear.headers;
+        op.body = clear.body;
+        Ok(Some(op))
     }
 
     async fn exchange(&self, request: reqwest::Request) -> (AttemptResult, Option<String>) {

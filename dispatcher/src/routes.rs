@@ -77,11 +77,13 @@ impl Routes {
     /// until one is ([`Routes::leading`]).
     pub(crate) fn new(config: &Config) -> Result<Routes, reqwest::Error> {
         let mut routes = HashMap::new();
+        let keys = Arc::new(config.encryption.keys.clone());
         for (name, d) in &config.destinations {
             routes.insert(
                 name.clone(),
                 Route {
-                    sender: Sender::new(d, config.dispatcher.max_body_bytes)?,
+                    sender: Sender::new(d, config.dispatcher.max_body_bytes)?
+                        .with_keys(keys.clone()),
                     slots: Arc::default(),
                     limiter: d
                         .rate_limit

@@ -22,7 +22,7 @@ impl Outbox {
     /// different request it fails with [`Error::IdempotencyConflict`] (G7).
     pub async fn enqueue(&self, lease: &Lease, op: &Operation) -> Result<Enqueued, Error> {
         refuse_dispatcher_lease(&lease.resource)?;
-        let new = op.to_new_op(lease, self.max_body_bytes())?;
+        let new = self.new_op(lease, op)?;
         let result = self.store().op_enqueue(lease, &new).await?;
         self.settle(lease, std::slice::from_ref(&new), result, Stage::Enqueue)
             .await
@@ -37,7 +37,7 @@ impl Outbox {
         refuse_dispatcher_lease(&lease.resource)?;
         let new = ops
             .iter()
-            .map(|op| op.to_new_op(lease, self.max_body_bytes()))
+            .map(|op| self.new_op(lease, op))
             .collect::<Result<Vec<_>, _>>()?;
         match self.store().op_enqueue_batch(lease, &new).await? {
             Ok(done) => Ok(done),
@@ -61,7 +61,7 @@ impl Outbox {
         op: &Operation,
     ) -> Result<Enqueued, Error> {
         refuse_dispatcher_lease(&lease.resource)?;
-        let new = op.to_new_op(lease, self.max_body_bytes())?;
+        let new = self.new_op(lease, op)?;
         let result = self.store().op_enqueue_in(conn.into(), lease, &new).await?;
         self.settle(
             lease,
@@ -70,6 +70,12 @@ impl Outbox {
             Stage::InCallerTransaction,
         )
         .await
+    }
+
+    /// The row of `op` under `lease`: within this outbox's body limit, sealed when it holds
+    /// keys.
+    fn new_op(&self, lease: &Lease, op: &Operation) -> Result<NewOp, Error> {
+        Ok(op.to_new_op(lease, self.max_body_bytes(), self.keys())?)
     }
 
     async fn settle(

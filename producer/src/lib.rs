@@ -47,6 +47,7 @@ pub use op::{
     MAX_NOT_BEFORE, MAX_PATH_LEN, Operation, OperationBuilder,
 };
 pub use outbox::Outbox;
+pub use outbox_seal::{Key, KeyError, KeySource, Keys};
 pub use outbox_store::{
     Backend, Conn, DestinationName, Enqueued, FencingToken, IdempotencyKey, InvalidInput, Lease,
     LeaseRow, Method, OpState, OrderKey, OwnerId, RejectionRow, ResourceName, StoreError,

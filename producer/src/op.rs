@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use outbox_seal::{Content, Keys};
 use outbox_store::{
     DestinationName, IdempotencyKey, InvalidInput, Lease, Method, NewOp, OrderKey, op,
 };
@@ -160,6 +161,26 @@ impl Operation {
         &self.body
     }
 
+    /// The header values and body sealed with `keys`' sealing key, still within the stored
+    /// limits once the envelope is added.
+    fn sealed(&self, keys: &Keys) -> Result<Content, InvalidInput> {
+        let sealed = keys
+            .seal_content(self.destination.as_str(), &self.headers, &self.body)
+            .map_err(|e| InvalidInput::new("encryption", e.to_string()))?;
+        if sealed.body.len() > MAX_BODY_BYTES_CEILING {
+            return Err(InvalidInput::new(
+                "body",
+                format!(
+                    "is {} bytes once encrypted, the limit is {MAX_BODY_BYTES_CEILING}",
+                    sealed.body.len()
+                ),
+            ));
+        }
+        check_headers(&sealed.headers)
+            .map_err(|e| InvalidInput::new(e.field, format!("{} once encrypted", e.reason)))?;
+        Ok(sealed)
+    }
+
     /// SHA-256 over method, path, headers, content type and body, each length-prefixed: what
     /// "the same request" means for an idempotency key (G7).
     pub fn request_hash(&self) -> [u8; 32] {
@@ -180,20 +201,30 @@ impl Operation {
         h.finalize().into()
     }
 
-    /// The row to insert for this op under `lease`, checking the body against `max_body_bytes`.
+    /// The row to insert for this op under `lease`, checking the body against `max_body_bytes`;
+    /// with `keys`, its header values and body sealed after the request hash is taken over the
+    /// clear request (G7: a rerun is a duplicate whatever key sealed the first).
     pub(crate) fn to_new_op(
         &self,
         lease: &Lease,
         max_body_bytes: usize,
+        keys: Option<&Keys>,
     ) -> Result<NewOp, InvalidInput> {
         outbox_store::request::check_body(self.body.len(), max_body_bytes)?;
+        let Content { headers, body } = match keys {
+            None => Content {
+                headers: self.headers.clone(),
+                body: self.body.clone(),
+            },
+            Some(keys) => self.sealed(keys)?,
+        };
         let op_id = Uuid::now_v7();
         let order_key = match &self.ordering {
             Ordering::Resource => Some(OrderKey::from(&lease.resource)),
             Ordering::Key(k) => Some(k.clone()),
             Ordering::Unordered => None,
         };
-        let headers_json = serde_json::to_string(&self.headers)
+        let headers_json = serde_json::to_string(&headers)
             .map_err(|e| InvalidInput::new("headers", format!("cannot be encoded: {e}")))?;
         Ok(NewOp {
             op_id,
@@ -206,7 +237,7 @@ impl Operation {
             path: self.path.clone(),
             headers_json,
             content_type: self.content_type.clone(),
-            body: self.body.clone(),
+            body,
             expire_with_generation: self.expire_with_generation,
             supersede_pending: self.supersede_pending,
             // Bounded by MAX_NOT_BEFORE, so it fits.
@@ -604,8 +635,8 @@ mod tests {
             .body(vec![0u8; 11], "application/octet-stream")
             .build()
             .unwrap();
-        assert_eq!(op.to_new_op(&lease, 10).unwrap_err().field, "body");
-        let new = op.to_new_op(&lease, 11).unwrap();
+        assert_eq!(op.to_new_op(&lease, 10, None).unwrap_err().field, "body");
+        let new = op.to_new_op(&lease, 11, None).unwrap();
         assert_eq!(
             new.order_key.as_ref().map(OrderKey::as_str),
             Some("r"),

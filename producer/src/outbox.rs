@@ -1,6 +1,9 @@
 //! [`Outbox`]: the producer's handle on the outbox database, one connection pool. Leases are
 //! its methods in `lease.rs`, the fenced enqueue in `enqueue.rs`.
 
+use std::sync::Arc;
+
+use outbox_seal::Keys;
 use outbox_store::{MigrationReport, Store, StoreOptions};
 
 use crate::Error;
@@ -11,6 +14,7 @@ use crate::Error;
 pub struct Outbox {
     pub(crate) store: Store,
     max_body_bytes: usize,
+    keys: Option<Arc<Keys>>,
 }
 
 impl Outbox {
@@ -30,6 +34,7 @@ impl Outbox {
         Outbox {
             store,
             max_body_bytes: crate::op::DEFAULT_MAX_BODY_BYTES,
+            keys: None,
         }
     }
 
@@ -40,6 +45,26 @@ impl Outbox {
         outbox_store::request::check_body_limit("max_body_bytes", limit)?;
         self.max_body_bytes = limit;
         Ok(self)
+    }
+
+    /// Encrypts every op's header values and body at rest with `keys`' sealing key (its
+    /// `encrypt_with`), after the request hash is taken over the clear request: the dispatcher
+    /// decrypts them right before sending, and needs the key. Refused without a sealing key.
+    pub fn with_keys(mut self, keys: Keys) -> Result<Outbox, Error> {
+        if keys.sealing_key().is_none() {
+            return Err(outbox_store::InvalidInput::new(
+                "keys",
+                "name the key to encrypt with (encrypt_with)",
+            )
+            .into());
+        }
+        self.keys = Some(Arc::new(keys));
+        Ok(self)
+    }
+
+    /// The keys ops are sealed with, if any.
+    pub fn keys(&self) -> Option<&Keys> {
+        self.keys.as_deref()
     }
 
     /// The largest op body accepted, in bytes.

@@ -6,6 +6,7 @@
 pub mod babelfish;
 pub mod cases;
 pub mod db;
+mod dump;
 mod mssql;
 pub mod patroni;
 pub mod pg;

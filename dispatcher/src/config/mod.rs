@@ -4,6 +4,7 @@
 //! `telemetry`, the value parsers both use in `parse`). The loader takes the file text and an
 //! environment map, so tests never touch the process environment.
 
+mod encryption;
 mod parse;
 mod raw;
 mod redact;
@@ -82,6 +83,18 @@ pub struct Config {
     /// Traces: `None` while off (no `telemetry.otlp_endpoint` and `OTEL_TRACES_EXPORTER` is
     /// not `otlp`, or it is `none`).
     pub telemetry: Option<TelemetryConfig>,
+    /// The keys sealed content is opened with (`[encryption] keys`); none by default.
+    pub encryption: EncryptionConfig,
+}
+
+/// `[encryption]`: the keys, by id, that ops' bodies and header values may be sealed with.
+/// The dispatcher only opens (right before sending); producers seal.
+#[derive(Debug, Clone, Default)]
+pub struct EncryptionConfig {
+    /// The keys, read and checked at load.
+    pub keys: outbox_seal::Keys,
+    /// Where each came from, `(id, "file:/path" | "env:NAME")`: shown by `check-config`.
+    pub sources: Vec<(String, String)>,
 }
 
 /// `[console]`: the read-only web console under `/console/` on `dispatcher.listen`.

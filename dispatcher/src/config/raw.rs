@@ -19,6 +19,12 @@ pub struct RawConfig {
     pub(super) destinations: BTreeMap<String, RawDestination>,
     pub(super) telemetry: RawTelemetry,
     pub(super) console: RawConsole,
+    #[serde(default)]
+    pub(super) encryption: RawEncryption,
+    /// The environment variables `[encryption] keys` name (`env:NAME`), read with the rest of
+    /// the environment.
+    #[serde(skip)]
+    pub(super) key_env: HashMap<String, String>,
     /// The standard OpenTelemetry variables of the environment, which `validate` weighs
     /// against `[telemetry]` (they are not keys of one table, so they are not layered).
     #[serde(skip)]
@@ -63,6 +69,15 @@ pub(super) struct RawDispatcher {
 pub(super) struct RawConsole {
     pub(super) enabled: bool,
     pub(super) refresh: String,
+}
+
+/// `[encryption]`: the keys ops' bodies and header values may be sealed with, by id, each
+/// `file:/path` or `env:NAME`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEncryption {
+    #[serde(default)]
+    pub(super) keys: BTreeMap<String, String>,
 }
 
 /// `[telemetry]`: traces over OTLP/HTTP.
@@ -207,6 +222,13 @@ impl RawConfig {
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))?;
         raw.otel = OtelEnv::from_env(env);
+        raw.key_env = raw
+            .encryption
+            .keys
+            .values()
+            .filter_map(|source| source.strip_prefix("env:"))
+            .filter_map(|name| env.get(name).map(|v| (name.to_owned(), v.clone())))
+            .collect();
         Ok(raw)
     }
 }

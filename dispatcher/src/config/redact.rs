@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::{Config, ConsoleConfig, Destination, DispatcherConfig, Secret, TelemetryConfig};
+use super::{
+    Config, ConsoleConfig, Destination, DispatcherConfig, EncryptionConfig, Secret, TelemetryConfig,
+};
 
 /// What [`Config::redacted`] prints: one table per section, then one per destination.
 pub(super) fn config_toml(c: &Config) -> String {
@@ -15,6 +17,7 @@ pub(super) fn config_toml(c: &Config) -> String {
     out += &dispatcher(&c.dispatcher);
     out += &console(&c.console);
     out += &telemetry(c.telemetry.as_ref());
+    out += &encryption(&c.encryption);
     for dest in c.destinations.values() {
         out += &destination(dest);
     }
@@ -57,6 +60,16 @@ fn dispatcher(d: &DispatcherConfig) -> String {
         h(d.erase_after.unwrap_or_default()),
         d.listen.map(|a| a.to_string()).unwrap_or_default()
     )
+}
+
+/// Where each key comes from (a path or a variable's name), never the key.
+fn encryption(e: &EncryptionConfig) -> String {
+    let keys: Vec<String> = e
+        .sources
+        .iter()
+        .map(|(id, source)| format!("{id} = {source:?}"))
+        .collect();
+    format!("\n[encryption]\nkeys = {{ {} }}\n", keys.join(", "))
 }
 
 fn console(c: &ConsoleConfig) -> String {

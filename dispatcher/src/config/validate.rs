@@ -73,6 +73,7 @@ impl TryFrom<RawConfig> for Config {
         }
         let telemetry = super::telemetry::telemetry(&raw.telemetry, &raw.otel)?;
         let console = console(&raw.console, &dispatcher)?;
+        let encryption = super::encryption::encryption(&raw.encryption, &raw.key_env)?;
         Ok(Config {
             database_url: Secret(raw.database.url),
             database_listen_url,
@@ -83,6 +84,7 @@ impl TryFrom<RawConfig> for Config {
             destinations,
             console,
             telemetry,
+            encryption,
         })
     }
 }
