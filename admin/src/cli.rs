@@ -46,6 +46,24 @@ pub(crate) struct Global {
     /// Largest op body accepted by `enqueue`, in bytes.
     #[arg(long, env = "OUTBOX_MAX_BODY_BYTES", global = true, default_value_t = outbox_producer::DEFAULT_MAX_BODY_BYTES)]
     pub(crate) max_body_bytes: usize,
+
+    /// A key ops' content is encrypted with, ID=file:/path or ID=env:NAME (repeat it, or list
+    /// them comma-separated in OUTBOX_KEYS); with --config, the file's [encryption] keys too.
+    /// `show --body` decrypts with them, `keys rotate` reads with them.
+    #[arg(long = "encryption-key", env = "OUTBOX_KEYS", global = true, value_delimiter = ',', value_name = "ID=SOURCE", value_parser = parse_key_source)]
+    pub(crate) keys: Vec<(String, String)>,
+
+    /// The key `enqueue` encrypts the body and header values with (one of the keys).
+    #[arg(long, env = "OUTBOX_ENCRYPT_WITH", global = true, value_name = "ID")]
+    pub(crate) encrypt_with: Option<String>,
+}
+
+/// `ID=SOURCE`, the source checked by the key loader.
+fn parse_key_source(text: &str) -> Result<(String, String), String> {
+    let (id, source) = text
+        .split_once('=')
+        .ok_or_else(|| "expected ID=file:/path or ID=env:NAME".to_owned())?;
+    Ok((id.trim().to_owned(), source.trim().to_owned()))
 }
 
 #[derive(Debug, Subcommand)]
@@ -124,6 +142,13 @@ pub(crate) enum Command {
     ///
     /// Example: outboxctl tail --config /etc/outbox/dispatcher.toml
     Tail(TailArgs),
+    /// Encryption keys: move the ops' encrypted content to another key, in batches, while
+    /// dispatchers keep running (give them both keys first).
+    ///
+    /// Example: outboxctl keys rotate --to k2027 --encryption-key k2026=file:/etc/outbox/k2026.key
+    ///   --encryption-key k2027=file:/etc/outbox/k2027.key --reason "yearly rotation"
+    #[command(subcommand)]
+    Keys(KeysCommand),
     /// Print a shell completion script.
     ///
     /// Example: outboxctl completions bash > /etc/bash_completion.d/outboxctl
@@ -223,6 +248,32 @@ pub(crate) struct ChangeArgs {
     /// replay only: also delivered ops and ops of superseded tokens.
     #[arg(long)]
     pub(crate) force: bool,
+}
+
+/// `outboxctl keys …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeysCommand {
+    /// Re-encrypt every op's content sealed with another key under --to, a batch of requests
+    /// per transaction, each written only if unchanged since read (an erase or purge meanwhile
+    /// wins). Needs every key the content names, and --to. Logged with who and why.
+    ///
+    /// Example: outboxctl keys rotate --to k2027 --reason "yearly rotation" --dry-run
+    Rotate(RotateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RotateArgs {
+    /// The key to move the content to (one of the keys).
+    #[arg(long, value_name = "ID")]
+    pub(crate) to: String,
+    /// Also encrypt content stored in clear (by producers without a key).
+    #[arg(long)]
+    pub(crate) include_clear: bool,
+    /// Requests read and written per transaction (1..=5000).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub(crate) batch: u32,
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }
 
 /// `outboxctl partitions …`.

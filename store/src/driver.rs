@@ -15,7 +15,8 @@ use std::ops::DerefMut;
 
 use crate::error::{Backend, Error};
 use crate::model::{
-    AppliedMigration, Change, DestinationHealth, Hold, Lease, Migration, Partition, ResourceName,
+    AppliedMigration, Change, ContentRewrite, DestinationHealth, Hold, Lease, Migration, Partition,
+    ResourceName, StoredContent,
 };
 use crate::op::NewOp;
 use crate::rows::{FoundOp, LeaseSeen, Locked};
@@ -92,6 +93,15 @@ pub(crate) trait Driver: Sync {
         action: &str,
         details: &str,
     ) -> Result<(), Error>;
+    /// `admin_content_page.sql`: up to `limit` requests' content after row id `after`.
+    async fn admin_content_page(
+        c: &mut Self::Conn,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<StoredContent>, Error>;
+    /// `admin_content_replace.sql`: whether the request still held what was read and now holds
+    /// the new content.
+    async fn admin_content_replace(c: &mut Self::Conn, r: &ContentRewrite) -> Result<bool, Error>;
     /// `partition_count_lock.sql`: the partition count in force, locked for the transaction.
     async fn partition_count_lock(c: &mut Self::Conn) -> Result<Option<u32>, Error>;
     /// `partition_count_write.sql`: the new partition count in force, by `change`'s actor for

@@ -1,8 +1,10 @@
 //! One module per subcommand; `run` connects and dispatches.
 
 mod change;
+mod config;
 mod destination;
 mod enqueue;
+mod keys;
 mod lease;
 mod list;
 mod migrate;
@@ -15,13 +17,13 @@ mod status;
 mod tail;
 mod web;
 
-use std::collections::HashMap;
-
 use clap::CommandFactory as _;
 use outbox_producer::Outbox;
 use outbox_store::{Store, StoreOptions, TtlBounds};
 
-use crate::cli::{Cli, Command, DestinationCommand, Global, LeaseCommand, PartitionsCommand};
+use crate::cli::{
+    Cli, Command, DestinationCommand, Global, KeysCommand, LeaseCommand, PartitionsCommand,
+};
 use crate::exit::CliError;
 
 /// Runs the parsed command line.
@@ -35,10 +37,14 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         );
         return Ok(());
     }
+    let keys = keys::load(&cli.global)?;
     let store = connect(&cli.global).await?;
     let json = cli.global.json;
-    let outbox =
+    let mut outbox =
         Outbox::from_store(store.clone()).with_max_body_bytes(cli.global.max_body_bytes)?;
+    if let Some(keys) = keys.as_ref().filter(|k| k.sealing_key().is_some()) {
+        outbox = outbox.with_keys(keys.clone())?;
+    }
     let result = match cli.command {
         Command::Migrate => migrate::run(&store, json).await,
         Command::Lease(LeaseCommand::List) => lease::list(&store, json).await,
@@ -54,7 +60,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Enqueue(args) => enqueue::run(&outbox, *args, json).await,
         Command::Status => status::run(&store, json).await,
         Command::List(args) => list::run(&store, &args, json).await,
-        Command::Show(args) => show::run(&store, &args, json).await,
+        Command::Show(args) => show::run(&store, keys.as_ref(), &args, json).await,
         Command::Replay(args) => change::run(&store, change::Verb::Replay, &args, json).await,
         Command::Cancel(args) => change::run(&store, change::Verb::Cancel, &args, json).await,
         Command::Purge(args) => purge::run(&store, &args, json).await,
@@ -71,7 +77,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Rejections(args) => rejections::run(&store, &args, json).await,
         Command::Tail(args) => tail::run(&store, &args, json).await,
-        Command::Web(args) => match configured_destinations(&cli.global) {
+        Command::Keys(KeysCommand::Rotate(args)) => {
+            keys::rotate(&store, keys.as_ref(), &args, json).await
+        }
+        Command::Web(args) => match config::configured_destinations(&cli.global) {
             Ok(configured) => web::run(&store, &args, configured).await,
             Err(e) => Err(e),
         },
@@ -82,7 +91,7 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
 }
 
 async fn connect(global: &Global) -> Result<Store, CliError> {
-    let url = database_url(global)?;
+    let url = config::database_url(global)?;
     let options = StoreOptions {
         lease_ttl: TtlBounds::new(global.lease_min_ttl, global.lease_max_ttl)?,
         max_connections: 2,
@@ -90,35 +99,4 @@ async fn connect(global: &Global) -> Result<Store, CliError> {
         ..StoreOptions::default()
     };
     Ok(Store::connect(&url, options).await?)
-}
-
-/// --database-url, else the database of the dispatcher's config file (read the way the
-/// dispatcher reads it: OUTBOX_* overrides and ${ENV} interpolation included).
-fn database_url(global: &Global) -> Result<String, CliError> {
-    if let Some(url) = &global.database_url {
-        return Ok(url.clone());
-    }
-    let Some(path) = &global.config else {
-        return Err(CliError::invalid(
-            "no database: pass --database-url URL (or OUTBOX_DATABASE_URL) or --config FILE",
-        ));
-    };
-    Ok(read_config(path)?.database_url.expose().to_owned())
-}
-
-/// The destinations of the dispatcher's config file, when `--config` names one.
-fn configured_destinations(global: &Global) -> Result<Option<Vec<String>>, CliError> {
-    let Some(path) = &global.config else {
-        return Ok(None);
-    };
-    Ok(Some(read_config(path)?.destinations.into_keys().collect()))
-}
-
-/// The dispatcher's config file at `path`, read the way the dispatcher reads it.
-fn read_config(path: &str) -> Result<outbox_dispatcher::Config, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::invalid(format!("cannot read config {path}: {e}")))?;
-    let env: HashMap<String, String> = std::env::vars().collect();
-    outbox_dispatcher::config::Config::load(Some(&text), &env)
-        .map_err(|e| CliError::invalid(format!("config {path}: {e}")))
 }

@@ -1,6 +1,7 @@
 //! `outboxctl show`: what happened to one op, attempt by attempt.
 
 use outbox_console::describe;
+use outbox_producer::Keys;
 use outbox_store::Store;
 use outbox_store::admin::{OpContent, OpDetail};
 
@@ -12,7 +13,12 @@ use crate::render;
 /// Bytes of body shown with --body in the table view (JSON shows all of it).
 const BODY_PREVIEW: usize = 4096;
 
-pub(crate) async fn run(store: &Store, args: &ShowArgs, json: bool) -> Result<(), CliError> {
+pub(crate) async fn run(
+    store: &Store,
+    keys: Option<&Keys>,
+    args: &ShowArgs,
+    json: bool,
+) -> Result<(), CliError> {
     let seq = match (&args.op, &args.destination, &args.key) {
         (Some(op), _, _) => select::resolve(store, op).await?,
         (None, Some(destination), Some(key)) => store
@@ -37,20 +43,27 @@ pub(crate) async fn run(store: &Store, args: &ShowArgs, json: bool) -> Result<()
     // The content (header values and body) only when asked for: a role that may not read it
     // (outbox_viewer) still shows everything else.
     let content = if args.body {
-        Some(
-            store
-                .admin_op_content(seq)
-                .await?
-                .ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {seq}")))?,
-        )
+        let stored = store
+            .admin_op_content(seq)
+            .await?
+            .ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {seq}")))?;
+        Some(Shown::of(stored, keys, &op.summary.destination))
     } else {
         None
     };
     if json {
         let mut value = serde_json::to_value(&op).map_err(|e| CliError::other(e.to_string()))?;
-        if let Some(content) = &content {
-            value["headers"] = serde_json::json!(content.headers);
-            value["body"] = String::from_utf8_lossy(&content.body).into_owned().into();
+        match &content {
+            Some(Shown::Clear { content, sealed }) => {
+                value["headers"] = serde_json::json!(content.headers);
+                value["body"] = String::from_utf8_lossy(&content.body).into_owned().into();
+                value["encrypted_with"] = serde_json::json!(sealed);
+            }
+            Some(Shown::Sealed { sealed, why }) => {
+                value["encrypted_with"] = serde_json::json!(sealed);
+                value["content"] = why.as_str().into();
+            }
+            None => {}
         }
         render::json_line(&value);
         return Ok(());
@@ -59,7 +72,52 @@ pub(crate) async fn run(store: &Store, args: &ShowArgs, json: bool) -> Result<()
     Ok(())
 }
 
-fn print_op(op: &OpDetail, content: Option<&OpContent>) {
+/// What `--body` shows of an op's content: clear (stored so, or opened with the keys given),
+/// or only which keys seal it and why it stays sealed.
+enum Shown {
+    /// Readable; `sealed` names the keys it was opened with (empty: stored clear).
+    Clear {
+        content: OpContent,
+        sealed: Vec<String>,
+    },
+    /// Sealed with keys outboxctl does not hold, or not opening with them.
+    Sealed { sealed: Vec<String>, why: String },
+}
+
+impl Shown {
+    fn of(stored: OpContent, keys: Option<&Keys>, destination: &str) -> Shown {
+        let sealed = outbox_seal::sealed_with(&stored.headers, &stored.body);
+        if sealed.is_empty() {
+            return Shown::Clear {
+                content: stored,
+                sealed,
+            };
+        }
+        let opened = keys.map(|k| k.open_content(destination, &stored.headers, &stored.body));
+        match opened {
+            Some(Ok(Some(clear))) => Shown::Clear {
+                content: OpContent {
+                    headers: clear.headers,
+                    body: clear.body,
+                },
+                sealed,
+            },
+            Some(Err(e)) => Shown::Sealed {
+                why: format!("{e}: give outboxctl the key with --encryption-key ID=SOURCE"),
+                sealed,
+            },
+            _ => Shown::Sealed {
+                why: format!(
+                    "encrypted with {}: give outboxctl the key with --encryption-key ID=SOURCE to read it",
+                    sealed.join(", ")
+                ),
+                sealed,
+            },
+        }
+    }
+}
+
+fn print_op(op: &OpDetail, content: Option<&Shown>) {
     let s = &op.summary;
     let newest = match op.resource_token {
         Some(t) if t > s.token => format!(" (superseded: the resource's newest token is {t})"),
@@ -108,7 +166,20 @@ fn print_op(op: &OpDetail, content: Option<&OpContent>) {
                 println!("{:>16}: {}", "header", render::cell(name));
             }
         }
-        Some(content) => {
+        Some(Shown::Sealed { why, .. }) => {
+            for name in &op.header_names {
+                println!("{:>16}: {}", "header", render::cell(name));
+            }
+            println!("{:>16}: {}", "content", render::cell(why));
+        }
+        Some(Shown::Clear { content, sealed }) => {
+            if !sealed.is_empty() {
+                println!(
+                    "{:>16}: decrypted with {}",
+                    "content",
+                    render::cell(&sealed.join(", "))
+                );
+            }
             for (name, value) in &content.headers {
                 println!(
                     "{:>16}: {}: {}",

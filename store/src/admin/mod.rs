@@ -10,10 +10,11 @@
 //! transaction: an op is never in two states, and a dry run rolls back having changed nothing.
 
 pub(crate) mod change;
+pub(crate) mod content;
 pub(crate) mod sqlx_admin;
 mod store;
 
-pub use crate::model::Change;
+pub use crate::model::{Change, ContentRewrite, StoredContent};
 pub(crate) use change::Action;
 
 use serde::Serialize;

@@ -130,6 +130,36 @@ impl Store {
         on_backend!(self, b => admin::change::purge(b, states, ms, change).await)
     }
 
+    /// Up to `limit` requests' content (sealed or clear) after row id `after`, by row id: what
+    /// `outboxctl keys rotate` reads, a page at a time.
+    pub async fn admin_content_page(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<admin::StoredContent>, Error> {
+        on_backend!(self, b => admin::content::page(b, after, limit).await)
+    }
+
+    /// Writes each rewrite's content in one transaction, each only while its request still
+    /// holds what was read (an erase or purge since wins). Returns the sequences written.
+    pub async fn admin_content_replace(
+        &self,
+        rewrites: &[admin::ContentRewrite],
+    ) -> Result<Vec<i64>, Error> {
+        on_backend!(self, b => admin::content::replace(b, rewrites).await)
+    }
+
+    /// Records an operator's `action` with `details` (JSON) in `outbox_admin_log`.
+    pub async fn admin_log(
+        &self,
+        change: &Change,
+        action: &str,
+        details: &str,
+    ) -> Result<(), Error> {
+        change.validate()?;
+        on_backend!(self, b => admin::content::log(b, change, action, details).await)
+    }
+
     /// Rejected enqueues of the last `since`, newest first, of one resource or all.
     pub async fn admin_rejections(
         &self,

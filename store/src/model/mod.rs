@@ -1,9 +1,10 @@
 //! The store's vocabulary: the types the statements speak and the flows above them share.
 //! Validated names (`names`), leases (`lease`), partitions (`partition`), an operator's change
-//! (`change`), destination health and holds (`health`) and migrations (`migration`), one
+//! (`change`), a request's content (`content`), destination health and holds (`health`) and migrations (`migration`), one
 //! concern per file. They name no flow and no backend; both name them.
 
 mod change;
+mod content;
 mod health;
 mod lease;
 mod migration;
@@ -11,6 +12,7 @@ mod names;
 mod partition;
 
 pub use change::Change;
+pub use content::{ContentRewrite, StoredContent};
 pub use health::{BreakerState, DestinationHealth, Hold, Pause};
 pub use lease::{Lease, LeaseRow, TtlBounds};
 pub use migration::{AppliedMigration, Migration};

@@ -3,6 +3,7 @@
 //! (`admin.rs` holds those).
 
 use super::*;
+use crate::model::{ContentRewrite, StoredContent};
 
 const OP_INSERT_IF_LEASE_HELD: &str = include_str!("../../sql/mssql/op_insert_if_lease_held.sql");
 const LEASE_CHECK: &str = include_str!("../../sql/mssql/lease_check.sql");
@@ -15,6 +16,8 @@ const MIGRATION_BEGIN: &str = include_str!("../../sql/mssql/migration_begin.sql"
 const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/mssql/migration_table_create.sql");
 const MIGRATION_LIST: &str = include_str!("../../sql/mssql/migration_list.sql");
 const MIGRATION_RECORD: &str = include_str!("../../sql/mssql/migration_record.sql");
+const ADMIN_CONTENT_PAGE: &str = include_str!("../../sql/mssql/admin_content_page.sql");
+const ADMIN_CONTENT_REPLACE: &str = include_str!("../../sql/mssql/admin_content_replace.sql");
 
 /// "The ROLLBACK TRANSACTION request has no corresponding BEGIN TRANSACTION": the server
 /// already rolled back (an error under `XACT_ABORT ON` does), which is what was asked.
@@ -183,6 +186,42 @@ impl Driver for MsStore {
         details: &str,
     ) -> Result<(), Error> {
         admin::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_content_page(
+        c: &mut Client,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<StoredContent>, Error> {
+        let rows = Stmt::new(ADMIN_CONTENT_PAGE)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(c)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let headers_json: String = r.col("headers")?;
+                Ok(StoredContent {
+                    seq: r.col("id")?,
+                    destination: r.col("destination")?,
+                    headers: parse_headers(&headers_json, Backend::Mssql)?,
+                    headers_json,
+                    body: r.col("body")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn admin_content_replace(c: &mut Client, r: &ContentRewrite) -> Result<bool, Error> {
+        let done = Stmt::new(ADMIN_CONTENT_REPLACE)
+            .bind(r.seq)
+            .bind(r.headers_json_read.as_str())
+            .bind(r.body_read.as_slice())
+            .bind(crate::json::list(&r.headers))
+            .bind(r.body.as_slice())
+            .affected(c)
+            .await?;
+        Ok(done == 1)
     }
 
     async fn partition_count_lock(c: &mut Client) -> Result<Option<u32>, Error> {

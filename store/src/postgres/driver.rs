@@ -2,6 +2,7 @@
 //! decision, the re-queue on takeover, and operators' changes (`admin.rs` holds those).
 
 use super::*;
+use crate::model::{ContentRewrite, StoredContent};
 
 const OP_INSERT_IF_LEASE_HELD: &str =
     include_str!("../../sql/postgres/op_insert_if_lease_held.sql");
@@ -17,6 +18,8 @@ const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/postgres/migration_
 const MIGRATION_LIST: &str = include_str!("../../sql/postgres/migration_list.sql");
 const MIGRATION_RECORD: &str = include_str!("../../sql/postgres/migration_record.sql");
 
+const ADMIN_CONTENT_PAGE: &str = include_str!("../../sql/postgres/admin_content_page.sql");
+const ADMIN_CONTENT_REPLACE: &str = include_str!("../../sql/postgres/admin_content_replace.sql");
 impl Driver for PgStore {
     const BACKEND: Backend = Backend::Postgres;
     type Conn = PgConnection;
@@ -191,6 +194,48 @@ impl Driver for PgStore {
         details: &str,
     ) -> Result<(), Error> {
         <Self as SqlxAdmin>::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_content_page(
+        c: &mut PgConnection,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<StoredContent>, Error> {
+        let rows = query(ADMIN_CONTENT_PAGE)
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(c)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let headers_json: String = r.try_get("headers").map_err(map_err)?;
+                Ok(StoredContent {
+                    seq: r.try_get("id").map_err(map_err)?,
+                    destination: r.try_get("destination").map_err(map_err)?,
+                    headers: parse_headers(&headers_json, Backend::Postgres)?,
+                    headers_json,
+                    body: r.try_get("body").map_err(map_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn admin_content_replace(
+        c: &mut PgConnection,
+        r: &ContentRewrite,
+    ) -> Result<bool, Error> {
+        let headers = crate::json::list(&r.headers);
+        let done = query(ADMIN_CONTENT_REPLACE)
+            .bind(r.seq)
+            .bind(&r.headers_json_read)
+            .bind(&r.body_read)
+            .bind(headers)
+            .bind(&r.body)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn partition_count_lock(c: &mut PgConnection) -> Result<Option<u32>, Error> {

@@ -2,6 +2,7 @@
 //! decision, the re-queue on takeover, and operators' changes (`admin.rs` holds those).
 
 use super::*;
+use crate::model::{ContentRewrite, StoredContent};
 
 /// Enqueues take the write lock at BEGIN, so the lease check and the insert see one state and
 /// no other writer can slip between them.
@@ -20,6 +21,8 @@ const MIGRATION_TABLE_CREATE: &str = include_str!("../../sql/sqlite/migration_ta
 const MIGRATION_LIST: &str = include_str!("../../sql/sqlite/migration_list.sql");
 const MIGRATION_RECORD: &str = include_str!("../../sql/sqlite/migration_record.sql");
 
+const ADMIN_CONTENT_PAGE: &str = include_str!("../../sql/sqlite/admin_content_page.sql");
+const ADMIN_CONTENT_REPLACE: &str = include_str!("../../sql/sqlite/admin_content_replace.sql");
 impl Driver for SqliteStore {
     const BACKEND: Backend = Backend::Sqlite;
     type Conn = SqliteConnection;
@@ -206,6 +209,48 @@ impl Driver for SqliteStore {
         details: &str,
     ) -> Result<(), Error> {
         <Self as SqlxAdmin>::log_insert(c, change, action, details).await
+    }
+
+    async fn admin_content_page(
+        c: &mut SqliteConnection,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<StoredContent>, Error> {
+        let rows = sqlx::query(ADMIN_CONTENT_PAGE)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(c)
+            .await
+            .map_err(map_err)?;
+        rows.iter()
+            .map(|r| {
+                let headers_json: String = r.try_get("headers").map_err(map_err)?;
+                Ok(StoredContent {
+                    seq: r.try_get("id").map_err(map_err)?,
+                    destination: r.try_get("destination").map_err(map_err)?,
+                    headers: parse_headers(&headers_json, Backend::Sqlite)?,
+                    headers_json,
+                    body: r.try_get("body").map_err(map_err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn admin_content_replace(
+        c: &mut SqliteConnection,
+        r: &ContentRewrite,
+    ) -> Result<bool, Error> {
+        let headers = crate::json::list(&r.headers);
+        let done = sqlx::query(ADMIN_CONTENT_REPLACE)
+            .bind(r.seq)
+            .bind(&r.headers_json_read)
+            .bind(&r.body_read)
+            .bind(headers)
+            .bind(&r.body)
+            .execute(c)
+            .await
+            .map_err(map_err)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn partition_count_lock(c: &mut SqliteConnection) -> Result<Option<u32>, Error> {
