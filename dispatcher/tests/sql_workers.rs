@@ -276,9 +276,14 @@ struct Dispatcher {
 
 impl Dispatcher {
     fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+        Dispatcher::start_with(db, receiver, "")
+    }
+
+    /// [`Dispatcher::start`] with `more` config (an `[encryption]` table).
+    fn start_with(db: &TestDb, receiver: &Receiver, more: &str) -> Dispatcher {
         let text = format!(
             "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n\
-             poll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n\
+             poll_interval = \"100ms\"\nlisten = \"\"\nshutdown_grace = \"5s\"\n{more}\n\
              [destinations.statements]\nbase_url = \"{base}\"\ntimeout = \"2s\"\n",
             url = db.url(),
             base = receiver.url()
@@ -374,6 +379,39 @@ async fn the_seed_story_runs_with_the_producer_role_alone(worker: Worker) {
     again.exits(0);
     let (again_id, _, duplicate) = again.enqueued();
     assert!(duplicate && again_id == op_id, "{again}");
+    dispatcher.stop();
+}
+
+/// Issue 37, item 3: the worked encryption. With `--encryption-key` the worker stores the op's
+/// body sealed (outbox_seal.py / outbox_seal.js, the envelope the Rust producer writes), the
+/// dispatcher holding the key sends it clear, and a rerun is still a duplicate: the sealing is
+/// deterministic, so `outbox.enqueue` hashes the same envelope twice.
+async fn an_encrypted_body_is_stored_sealed_and_sent_clear(worker: Worker) {
+    let db = migrated().await;
+    let dir = tempfile::tempdir().expect("a key folder");
+    let key = dir.path().join("k1.key");
+    std::fs::write(&key, "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=\n").expect("key file");
+    let receiver = Receiver::start().await;
+    let dispatcher = Dispatcher::start_with(
+        &db,
+        &receiver,
+        &format!("[encryption]\nkeys = {{ k1 = \"file:{}\" }}", key.display()),
+    );
+    let spec = format!("k1=file:{}", key.display());
+    let out = worker.run(&db, "run", &["--encryption-key", &spec]).await;
+    out.exits(0);
+    let (op_id, _, duplicate) = out.enqueued();
+    assert!(!duplicate, "{out}");
+    let stored = db.ops().await.remove(0);
+    assert!(stored.body.starts_with(b"OBX1\x02k1"), "{out}");
+    assert!(!String::from_utf8_lossy(&stored.body).contains(ACCOUNT));
+    delivered(&db, &op_id).await;
+    let sent = receiver.received().remove(0);
+    let body: serde_json::Value = serde_json::from_slice(&sent.body).expect("a clear JSON body");
+    assert_eq!(body["account"], serde_json::json!(ACCOUNT));
+    let again = worker.run(&db, "run", &["--encryption-key", &spec]).await;
+    again.exits(0);
+    assert_eq!(again.enqueued(), (op_id, stored.seq, true), "{again}");
     dispatcher.stop();
 }
 
@@ -657,6 +695,7 @@ each_worker!(
     g10_invalid_input_is_refused_by_field_and_writes_nothing,
     a_failed_connection_never_prints_the_password,
     g4_through_pgbouncer_the_race_is_refused_and_a_run_enqueues,
+    an_encrypted_body_is_stored_sealed_and_sent_clear,
 );
 
 /// G7 across languages: the two workers build the same request byte for byte, so a statement

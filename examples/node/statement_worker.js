@@ -257,7 +257,7 @@ async function record(client, lease, args, body, prefix) {
       lease.token,
       args.destination,
       path,
-      body,
+      args.key ? args.key.sealBody(args.destination, body) : body,
       key,
     ]);
     const op = rows[0];
@@ -441,6 +441,9 @@ options:
   --ttl INTERVAL         lease time to live, a PostgreSQL interval (default 30s; stale-demo 1s)
   --min-ttl INTERVAL     set outbox.lease_min_ttl for each acquisition (default 5s; stale-demo 1s)
   --note TEXT            add a note to the statement: another body under the same idempotency key
+  --encryption-key ID=SOURCE
+                         encrypt the op's body at rest with this key (file:/path or env:NAME;
+                         outbox_seal.js; the dispatcher needs it too)
   --fail-after-enqueue   raise after the enqueue, before commit: the transaction rolls back
   --pause-past-lease     after building, wait until the lease expired by the database clock
 
@@ -466,6 +469,7 @@ function parse(argv) {
         ttl: { type: 'string' },
         'min-ttl': { type: 'string' },
         note: { type: 'string' },
+        'encryption-key': { type: 'string' },
         'fail-after-enqueue': { type: 'boolean', default: false },
         'pause-past-lease': { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
@@ -486,7 +490,16 @@ function parse(argv) {
   const databaseUrl = values['database-url'] ?? process.env.DATABASE_URL;
   if (!databaseUrl) return usageError('set DATABASE_URL or pass --database-url');
   const short = command === 'stale-demo';
+  let key = null;
+  if (values['encryption-key'] !== undefined) {
+    try {
+      key = require('./outbox_seal').Key.load(values['encryption-key']);
+    } catch (e) {
+      return usageError(`--encryption-key: ${e.message}`);
+    }
+  }
   return {
+    key,
     command,
     databaseUrl,
     account: values.account,

@@ -247,12 +247,17 @@ def record(conn, lease: Lease, args, body: bytes, prefix: str) -> None:
         )
         op_id, seq, duplicate = conn.execute(
             ENQUEUE,
-            (lease.resource, lease.owner_id, lease.token, args.destination, path, body, key),
+            (lease.resource, lease.owner_id, lease.token, args.destination, path, sealed(args, body), key),
         ).fetchone()
         say(prefix, f"enqueued op {op_id} seq {seq} duplicate={'true' if duplicate else 'false'}")
         if args.fail_after_enqueue:
             raise FailBeforeCommit()
     say(prefix, "committed")
+
+
+def sealed(args, body: bytes) -> bytes:
+    """The op's body as stored: sealed with --encryption-key (outbox_seal.py), else as it is."""
+    return args.key.seal_body(args.destination, body) if args.key else body
 
 
 def detail_json(error: psycopg.Error) -> dict:
@@ -435,7 +440,8 @@ def loop_job(conn, args, account: int, rnd, round_no: int, secrets: Secrets) -> 
             with conn.transaction():
                 op_id, seq, duplicate = conn.execute(
                     ENQUEUE,
-                    (resource, lease.owner_id, lease.token, args.destination, "/v1/statements", body, key),
+                    (resource, lease.owner_id, lease.token, args.destination, "/v1/statements",
+                     sealed(args, body), key),
                 ).fetchone()
             result = {"outcome": "duplicate" if duplicate else "accepted", "op_id": str(op_id), "seq": seq}
         except psycopg.Error as e:
@@ -496,6 +502,16 @@ def milliseconds(text: str) -> int:
     return int(value)
 
 
+def load_key(spec: str):
+    """--encryption-key: imported only then, so the worker runs without `cryptography` too."""
+    import outbox_seal
+
+    try:
+        return outbox_seal.Key.load(spec)
+    except (OSError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def parse_args(argv: list[str]):
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -522,6 +538,15 @@ def parse_args(argv: list[str]):
         "--note",
         default=None,
         help="add a note to the statement: another body under the same idempotency key",
+    )
+    common.add_argument(
+        "--encryption-key",
+        dest="key",
+        default=None,
+        type=load_key,
+        metavar="ID=SOURCE",
+        help="encrypt the op's body at rest with this key (file:/path or env:NAME; "
+        "outbox_seal.py; the dispatcher needs it too)",
     )
     common.add_argument(
         "--fail-after-enqueue",

@@ -236,6 +236,25 @@ mod tests {
         assert_eq!(k.open_content("ledger", &headers(), BODY).unwrap(), None);
     }
 
+    /// The envelope every language writes (README, "Encryption at rest"): these bytes are
+    /// what examples/python/outbox_seal.py and examples/node/outbox_seal.js produce for the
+    /// same key, id, destination and plaintext.
+    #[test]
+    fn the_envelope_matches_the_documented_format_byte_for_byte() {
+        let k = keys(&["k1"], Some("k1"));
+        let headers = vec![("X-Account".to_owned(), "GB29".to_owned())];
+        let sealed = k.seal_content("ledger", &headers, b"hello").unwrap();
+        assert_eq!(
+            sealed.headers[0].1,
+            "obx1:T0JYMQJrMfgkBQQzhfD+5wvjZeiM700nzs4/+Tc3nplAdW03HkVK"
+        );
+        let hex: String = sealed.body.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "4f425831026b31061b25967afdabc620b00c8564fac4dc6e893ba42406b2d6b91418e123eb6d8f38"
+        );
+    }
+
     #[test]
     fn a_rerun_writes_the_same_envelope_and_another_place_another() {
         let k = keys(&["a"], Some("a"));
