@@ -7,6 +7,7 @@
 mod cost;
 mod destination;
 mod dispatch;
+mod encryption;
 mod enqueue;
 mod enqueue_role;
 mod enqueue_sql;
@@ -130,6 +131,10 @@ enum Scenario {
     /// outbox.enqueue_batch) vs through the statements, 1 and 16 producers and batches of 100
     /// (PostgreSQL).
     EnqueueRole,
+    /// Ops' bodies and header values sealed (a key configured) vs in clear: the Rust enqueue
+    /// from 1 and 16 producers, and a backlog (--backlog, default 50000) drained by the
+    /// dispatcher, which opens each op.
+    Encryption,
     /// Drain a backlog with the real dispatcher to a local 204 server vs the claim+complete
     /// SQL loop and vs the server's own request rate (with --instances: scale-out).
     Dispatch(DispatchArgs),
@@ -233,6 +238,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }
         if all || matches!(args.scenario, Scenario::EnqueueRole) {
             rows.extend(enqueue_role::enqueue_role(target, runs, args.quick).await?);
+        }
+        if all || matches!(args.scenario, Scenario::Encryption) {
+            rows.extend(encryption::encryption(target, runs, args.quick, args.backlog).await?);
         }
         if plain_dispatch {
             let backlog = args
