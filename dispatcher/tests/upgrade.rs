@@ -362,7 +362,8 @@ async fn moves_to_the_queue_layout_with_every_op(db: &TestDb) {
             "0014_request_rules",
             "0015_producer_role",
             "0016_component_roles",
-            "0017_content_at_rest"
+            "0017_content_at_rest",
+            "0018_database_roles"
         ]
     );
     assert_eq!(ops_seen(db).await, before, "every op as it was");

@@ -48,6 +48,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0015, "producer_role"),
     migration!("postgres", 0016, "component_roles"),
     migration!("postgres", 0017, "content_at_rest"),
+    migration!("postgres", 0018, "database_roles"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -68,6 +69,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0015, "producer_role"),
     migration!("sqlite", 0016, "component_roles"),
     migration!("sqlite", 0017, "content_at_rest"),
+    migration!("sqlite", 0018, "database_roles"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -88,6 +90,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0015, "producer_role"),
     migration!("mssql", 0016, "component_roles"),
     migration!("mssql", 0017, "content_at_rest"),
+    migration!("mssql", 0018, "database_roles"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -214,7 +217,8 @@ mod tests {
                 "0014_request_rules",
                 "0015_producer_role",
                 "0016_component_roles",
-                "0017_content_at_rest"
+                "0017_content_at_rest",
+                "0018_database_roles"
             ]
         );
     }

@@ -206,6 +206,7 @@ impl TestDb {
             "0015_producer_role",
             "0016_component_roles",
             "0017_content_at_rest",
+            "0018_database_roles",
         ]
     }
 
@@ -442,41 +443,6 @@ impl TestDb {
             .await
             .map(|done| done.rows_affected())
             .map_err(|e| e.to_string()))
-    }
-
-    /// PostgreSQL: a new login of the test's cluster (roles are the cluster's: a unique name)
-    /// holding `role` alone (one of the outbox's roles, `outbox_producer` … `outbox_viewer`),
-    /// and the URL of this database as it.
-    pub async fn login_as(&self, role: &str) -> String {
-        assert_eq!(self.kind, Kind::Postgres, "roles are tested on PostgreSQL");
-        assert!(
-            role.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
-            "a role name of the outbox's: {role}"
-        );
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let name = format!(
-            "{role}_{}_{}_{nanos}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut c = PgConnection::connect(&self.url).await.expect("connect");
-        for sql in [
-            format!("CREATE ROLE {name} LOGIN"),
-            format!("GRANT {role} TO {name}"),
-        ] {
-            // The names are checked above and generated here; identifiers cannot be bound.
-            sqlx::raw_sql(AssertSqlSafe(sql))
-                .execute(&mut c)
-                .await
-                .expect("create the login");
-        }
-        let mut url = url::Url::parse(&self.url).expect("the database URL");
-        url.set_username(&name).expect("a user name");
-        url.set_password(None).expect("no password");
-        url.to_string()
     }
 
     /// What the server is doing for this test's database, for a timed-out wait to show:

@@ -7,6 +7,7 @@ pub mod babelfish;
 pub mod cases;
 pub mod db;
 mod dump;
+mod login;
 mod mssql;
 pub mod patroni;
 pub mod pg;

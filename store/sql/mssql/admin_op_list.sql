@@ -69,7 +69,7 @@ FROM (
            r.created_at,
            f.finished_at,
            CASE WHEN q.id IS NULL THEN f.last_error ELSE q.last_error END AS last_error,
-           CAST(DATALENGTH(r.body) AS bigint) AS body_bytes
+           (SELECT m.body_bytes FROM dbo.outbox_request_meta AS m WHERE m.id = r.id) AS body_bytes
     FROM dbo.outbox_requests AS r
     LEFT JOIN dbo.outbox_queue AS q ON q.id = r.id
     LEFT JOIN dbo.outbox_finished AS f ON f.id = r.id

@@ -1,14 +1,16 @@
 -- outboxctl show: one op with everything operators ask about, and its resource's newest token
 -- (an op of an older token is superseded for replay). Reads the view dbo.outbox_ops
 -- (0013_queue_layout.sql): the request by its primary key with its queue or finished row by
--- theirs, then the lease's. Not the body: its size (admin_op_content.sql reads the content);
--- the headers are read for their names (admin.rs drops the values).
+-- theirs, then the lease's. Not the content: the body's size and the header names come from
+-- dbo.outbox_request_meta (0018_database_roles.sql), so the viewer role, which may not read a
+-- body or a header value, runs this too; admin_op_content.sql reads the content.
 -- A plain read for operators: a statement snapshot under READ COMMITTED SNAPSHOT, short
 -- shared locks under READ COMMITTED; a change locks the op again (admin_op_lock.sql).
 -- Parameters: @P1 op row id (bigint).
 -- Returns id bigint, op_id uniqueidentifier, resource nvarchar, fence bigint, owner_id
 -- uniqueidentifier, destination varchar, idempotency_key varchar, order_key nvarchar (NULL),
--- method varchar, path nvarchar, headers nvarchar (JSON text), content_type nvarchar (NULL),
+-- method varchar, path nvarchar, header_names nvarchar (a JSON array), content_type nvarchar
+-- (NULL),
 -- body_bytes bigint, state varchar, attempts int, next_attempt_at
 -- datetimeoffset, claimed_by_fence bigint (NULL), claimed_at datetimeoffset (NULL),
 -- last_error nvarchar (NULL), trace_context varchar (NULL), trace_state
@@ -26,9 +28,9 @@ SELECT o.id,
        o.order_key,
        o.method,
        o.path,
-       o.headers,
+       m.header_names,
        o.content_type,
-       CAST(DATALENGTH(o.body) AS bigint) AS body_bytes,
+       m.body_bytes,
        o.state,
        o.attempts,
        o.next_attempt_at,
@@ -45,6 +47,7 @@ SELECT o.id,
        l.fence AS resource_fence,
        f.erased_at
 FROM dbo.outbox_ops AS o
+INNER JOIN dbo.outbox_request_meta AS m ON m.id = o.id
 LEFT JOIN dbo.outbox_finished AS f ON f.id = o.id
 LEFT JOIN dbo.outbox_leases AS l ON l.resource = o.resource
 WHERE o.id = @P1;

@@ -14,7 +14,7 @@ use tiberius::{ColumnData, ToSql as _};
 use super::dispatch::MAX_AGE_MS;
 use super::*;
 use crate::admin::{AttemptRow, OpContent, OpDetail, OpFilter, OpSummary, StateCount, Status};
-use crate::dispatch::ERROR_MAX_CHARS;
+use crate::dispatch::{ERROR_MAX_CHARS, parse_header_names};
 use crate::model::{DESTINATION_MAX_LEN, KEY_MAX_LEN};
 
 const ADMIN_STATUS_COUNTS: &str = include_str!("../../sql/mssql/admin_status_counts.sql");
@@ -333,10 +333,7 @@ fn op_detail(r: &tiberius::Row) -> Result<OpDetail, Error> {
         order_key: r.col("order_key")?,
         method: r.col("method")?,
         path: r.col("path")?,
-        header_names: parse_headers(&r.col::<String>("headers")?, Backend::Mssql)?
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect(),
+        header_names: parse_header_names(&r.col::<String>("header_names")?, Backend::Mssql)?,
         content_type: r.col("content_type")?,
         claimed_by_token: r
             .col::<Option<i64>>("claimed_by_fence")?

@@ -104,9 +104,23 @@ pub(crate) fn kind_of(code: u32) -> StoreErrorKind {
     }
 }
 
+/// Babelfish for PostgreSQL's refusal of a right: PostgreSQL's own message under its one
+/// number for errors it does not map (SQL Server says 229 or 230).
+fn babelfish_denied(code: u32, message: &str) -> bool {
+    code == BABELFISH_UNMAPPED && message.starts_with("permission denied for ")
+}
+
+/// The number Babelfish for PostgreSQL gives an error it has no SQL Server number for.
+const BABELFISH_UNMAPPED: u32 = 33_557_097;
+
 /// Maps a driver error to the store's error.
 pub(crate) fn map_err(e: tiberius::error::Error) -> Error {
     let kind = match &e {
+        tiberius::error::Error::Server(token)
+            if babelfish_denied(token.code(), token.message()) =>
+        {
+            StoreErrorKind::Denied
+        }
         tiberius::error::Error::Server(token) => kind_of(token.code()),
         tiberius::error::Error::Io { .. }
         | tiberius::error::Error::Tls(_)
@@ -203,6 +217,15 @@ mod tests {
         assert_eq!(kind_of(40613), StoreErrorKind::Unavailable);
         assert_eq!(kind_of(4060), StoreErrorKind::Unavailable);
         assert_eq!(kind_of(208), StoreErrorKind::Other);
+        assert!(babelfish_denied(
+            33_557_097,
+            "permission denied for table outbox_requests"
+        ));
+        assert!(!babelfish_denied(
+            33_557_097,
+            "relation \"x\" does not exist"
+        ));
+        assert!(!babelfish_denied(50_000, "permission denied for table t"));
         assert_eq!(kind_of(THROW_STALE), StoreErrorKind::Other);
     }
 

@@ -3,6 +3,7 @@
 //! caller's own transaction). Ignored without `OUTBOX_MSSQL_URL`, like every SQL Server test.
 
 mod calls;
+mod roles;
 
 use std::collections::HashMap;
 use std::time::Duration;
