@@ -123,9 +123,9 @@ async fn keys_rotate_under_a_live_dispatcher_loses_and_repeats_nothing(db: TestD
         .with_keys(files.keys(&["k1"], Some("k1")))
         .unwrap();
     let l = lease(&outbox, "statements:rotation").await;
-    let ops: Vec<Operation> = (0..OPS).map(statement).collect();
-    for chunk in ops.chunks(60) {
-        outbox.enqueue_batch(&l, chunk).await.unwrap();
+    // One by one: Babelfish's OPENJSON keeps the escapes of a batch's nested header JSON.
+    for i in 0..OPS {
+        outbox.enqueue(&l, &statement(i)).await.unwrap();
     }
     let (k1, k2) = (files.arg("k1"), files.arg("k2"));
 

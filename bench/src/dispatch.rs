@@ -167,14 +167,14 @@ impl Setting {
     }
 }
 
-/// Starts the dispatcher binary on `db`, delivering `statements` ops to `base_url`.
-fn dispatcher(
+/// The dispatcher's config file on `db`, delivering `statements` ops to `base_url`.
+fn dispatcher_config(
     db: &Db,
     base_url: &str,
     poll: &str,
     setting: Setting,
     config_dir: &tempfile::TempDir,
-) -> anyhow::Result<Process> {
+) -> anyhow::Result<std::path::PathBuf> {
     let path = config_dir.path().join("dispatcher.toml");
     std::fs::write(
         &path,
@@ -186,7 +186,7 @@ fn dispatcher(
             setting.destination_keys(),
         ),
     )?;
-    spawn_dispatcher(&path)
+    Ok(path)
 }
 
 /// Starts the dispatcher binary with the configuration file at `path`.
@@ -402,11 +402,23 @@ pub(crate) async fn drain(
 ) -> anyhow::Result<Drained> {
     let db = target.fresh().await?;
     fill(&db, backlog).await?;
-    let pool = Plain::connect(&db, 1).await?;
     let dir = tempfile::tempdir()?;
+    let config = dispatcher_config(&db, base_url, "100ms", setting, &dir)?;
+    drain_with(&db, backlog, &config, server.pid()).await
+}
+
+/// The `backlog` ops of `db` drained by the dispatcher binary started with `config`, into the
+/// destination process `server_pid`, metered; fails unless every op was delivered.
+pub(crate) async fn drain_with(
+    db: &Db,
+    backlog: usize,
+    config: &std::path::Path,
+    server_pid: u32,
+) -> anyhow::Result<Drained> {
+    let pool = Plain::connect(db, 1).await?;
     let started = Instant::now();
-    let mut process = dispatcher(&db, base_url, "100ms", setting, &dir)?;
-    let who = [("dispatcher", process.pid()), ("destination", server.pid())];
+    let mut process = spawn_dispatcher(config)?;
+    let who = [("dispatcher", process.pid()), ("destination", server_pid)];
     let meter = Meter::start(measured(&pool, &who).await, &pool).await;
     while !settled(&pool).await? {
         process.ensure_running("the dispatcher")?;
@@ -550,13 +562,13 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
         };
         let db = target.fresh().await?;
         let dir = tempfile::tempdir()?;
-        let _process = dispatcher(
+        let _process = spawn_dispatcher(&dispatcher_config(
             &db,
             &format!("http://127.0.0.1:{port}"),
             poll,
             Setting::Defaults,
             &dir,
-        )?;
+        )?)?;
         let outbox = Outbox::from_store(store(&db, 8).await?);
         // Let the dispatcher take its lease and start listening.
         tokio::time::sleep(Duration::from_secs(1)).await;

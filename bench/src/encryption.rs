@@ -4,16 +4,15 @@
 //! every op right before sending). The bench's op has one header and a ~110-byte JSON body;
 //! the backlog's ops are unordered, as the `dispatch` scenario's are.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::future::Future;
 
 use outbox_producer::{Keys, Operation, Outbox};
 
-use crate::cost::{Cost, Meter, measured, metered};
-use crate::dispatch::{count, destination, settled, spawn_dispatcher};
-use crate::enqueue::{BATCH, RESOURCES, leases, op, row, with_baseline};
+use crate::cost::{Cost, metered};
+use crate::dispatch::{destination, drain_with};
+use crate::enqueue::{BATCH, RESOURCES, fenced_on, leases, row, with_baseline};
 use crate::report::Row;
-use crate::target::{Db, Plain, Target, store};
+use crate::target::{Db, Target, store};
 
 /// The bench's key: 32 bytes of 0x07, in base64.
 const KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
@@ -40,66 +39,57 @@ pub(crate) async fn encryption(
             16_000 / producers as usize
         };
         let ops = producers as usize * per_producer;
-        let (mut sealed, mut clear) = (Vec::new(), Vec::new());
-        let (mut s_costs, mut c_costs) = (Vec::new(), Vec::new());
-        for run in 0..runs {
-            for seal in [run % 2 == 0, run % 2 == 1] {
-                let db = Arc::new(target.fresh().await?);
-                let keys = seal.then(|| keys.clone());
-                let work = enqueued(&db, producers, per_producer, keys);
-                let (rate, cost) = metered(&db, ops, work).await?;
-                if seal {
-                    sealed.push(rate);
-                    s_costs.push(cost);
-                } else {
-                    clear.push(rate);
-                    c_costs.push(cost);
-                }
+        let ways = both_ways(runs, |seal| {
+            let keys = seal.then(|| keys.clone());
+            async move {
+                let db = target.fresh().await?;
+                let outbox = outbox(&db, producers, keys).await?;
+                metered(&db, ops, fenced_on(outbox, producers, per_producer)).await
             }
-        }
+        })
+        .await?;
         let setting = format!("{per_producer} ops/producer, body and header sealed");
-        let mut r = row(
+        rows.push(ways.row(
             "encryption enqueue",
             target,
             Some(producers),
             setting,
-            &sealed,
-            &clear,
             "the same ops in clear",
-        );
-        r.extra = with_baseline(&s_costs, &c_costs);
-        rows.push(r);
+        ));
     }
     let backlog = backlog.unwrap_or(if quick { 2_000 } else { 50_000 });
-    let (mut sealed, mut clear) = (Vec::new(), Vec::new());
-    let (mut s_costs, mut c_costs) = (Vec::new(), Vec::new());
-    for run in 0..runs {
-        let (server, base_url) = destination().await?;
-        for seal in [run % 2 == 0, run % 2 == 1] {
-            let keys = seal.then(|| keys.clone());
-            let (rate, cost) =
-                drained(target, backlog, keys, &source, (server.pid(), &base_url)).await?;
-            if seal {
-                sealed.push(rate);
-                s_costs.push(cost);
-            } else {
-                clear.push(rate);
-                c_costs.push(cost);
-            }
+    let (server, base_url) = destination().await?;
+    let ways = both_ways(runs, |seal| {
+        let keys = seal.then(|| keys.clone());
+        let (source, base_url, server) = (&source, &base_url, server.pid());
+        async move {
+            let db = target.fresh().await?;
+            fill(&db, backlog, keys).await?;
+            let dir = tempfile::tempdir()?;
+            let config = dir.path().join("dispatcher.toml");
+            std::fs::write(
+                &config,
+                format!(
+                    "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = \"100ms\"\n\
+                     [encryption]\nkeys = {{ bench = {source:?} }}\n\
+                     [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\n",
+                    db.url
+                ),
+            )?;
+            let drained = drain_with(&db, backlog, &config, server).await?;
+            Ok((drained.ops_per_s, drained.cost))
         }
-    }
+    })
+    .await?;
     let setting = format!("backlog {backlog} drained by the dispatcher, which opens each op");
-    let mut r = row(
+    let mut r = ways.row(
         "encryption dispatch",
         target,
         None,
         setting,
-        &sealed,
-        &clear,
         "a backlog of clear ops",
     );
-    r.extra = with_baseline(&s_costs, &c_costs);
-    for (name, v) in Cost::median_extra(&c_costs) {
+    for (name, v) in Cost::median_extra(&ways.clear.1) {
         if name == "cpu_s_per_10k_dispatcher" {
             r.extra.push((format!("baseline_{name}"), v));
         }
@@ -108,65 +98,72 @@ pub(crate) async fn encryption(
     Ok(rows)
 }
 
-/// `producers` tasks of `per_producer` enqueues each, sealing with `keys` when given; ops/s.
-async fn enqueued(
-    db: &Db,
-    producers: u32,
-    per_producer: usize,
-    keys: Option<Keys>,
-) -> anyhow::Result<f64> {
-    let mut outbox = Outbox::from_store(store(db, producers).await?);
-    if let Some(keys) = keys {
-        outbox = outbox.with_keys(keys)?;
-    }
-    let leases = Arc::new(leases(&outbox).await?);
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for p in 0..producers as usize {
-        let (outbox, leases) = (outbox.clone(), leases.clone());
-        tasks.spawn(async move {
-            for i in 0..per_producer {
-                let lease = &leases[(p + i * 7) % RESOURCES];
-                outbox.enqueue(lease, &op(&format!("e-{p}-{i}"))).await?;
-            }
-            Ok::<_, outbox_producer::Error>(())
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done??;
-    }
-    let rate = (producers as usize * per_producer) as f64 / started.elapsed().as_secs_f64();
-    outbox.store().close().await;
-    Ok(rate)
+/// Rates and costs measured with the key and without, `runs` times each.
+struct BothWays {
+    sealed: (Vec<f64>, Vec<Cost>),
+    clear: (Vec<f64>, Vec<Cost>),
 }
 
-/// The bench's op without an order key, as the `dispatch` scenario's backlog is: the drain
-/// measures sending, not ordering.
-fn unordered(key: &str) -> Operation {
-    Operation::post("statements", "/v1/statements")
-        .header("X-Request-Source", "bench")
-        .json(&serde_json::json!({"account": 1842, "month": "2026-07", "closing_balance_cents": 125000, "key": key}))
-        .idempotency_key(key)
-        .unordered()
-        .build()
-        .expect("valid op")
+impl BothWays {
+    fn row(
+        &self,
+        scenario: &str,
+        target: &Target,
+        producers: Option<u32>,
+        setting: String,
+        baseline: &str,
+    ) -> Row {
+        let mut r = row(
+            scenario,
+            target,
+            producers,
+            setting,
+            &self.sealed.0,
+            &self.clear.0,
+            baseline,
+        );
+        r.extra = with_baseline(&self.sealed.1, &self.clear.1);
+        r
+    }
 }
 
-/// A fresh database filled with `backlog` ops (sealed with `keys` when given, in batches, not
-/// measured), drained by the dispatcher binary holding the key into the destination at
-/// `base_url`, metered; ops/s and the cost.
-async fn drained(
-    target: &Target,
-    backlog: usize,
-    keys: Option<Keys>,
-    source: &str,
-    (server_pid, base_url): (u32, &str),
-) -> anyhow::Result<(f64, Cost)> {
-    let db = target.fresh().await?;
-    let mut outbox = Outbox::from_store(store(&db, 2).await?);
-    if let Some(keys) = keys {
-        outbox = outbox.with_keys(keys)?;
+/// `work(seal)` `runs` times each way, the order alternating run by run.
+async fn both_ways<F, Fut>(runs: usize, work: F) -> anyhow::Result<BothWays>
+where
+    F: Fn(bool) -> Fut,
+    Fut: Future<Output = anyhow::Result<(f64, Cost)>>,
+{
+    let mut ways = BothWays {
+        sealed: (Vec::new(), Vec::new()),
+        clear: (Vec::new(), Vec::new()),
+    };
+    for run in 0..runs {
+        for seal in [run % 2 == 0, run % 2 == 1] {
+            let (rate, cost) = work(seal).await?;
+            let way = if seal {
+                &mut ways.sealed
+            } else {
+                &mut ways.clear
+            };
+            way.0.push(rate);
+            way.1.push(cost);
+        }
     }
+    Ok(ways)
+}
+
+/// An outbox on `db` with a pool of `connections`, sealing with `keys` when given.
+async fn outbox(db: &Db, connections: u32, keys: Option<Keys>) -> anyhow::Result<Outbox> {
+    let outbox = Outbox::from_store(store(db, connections).await?);
+    Ok(match keys {
+        Some(keys) => outbox.with_keys(keys)?,
+        None => outbox,
+    })
+}
+
+/// `backlog` unordered ops in `db`, in batches, sealed with `keys` when given.
+async fn fill(db: &Db, backlog: usize, keys: Option<Keys>) -> anyhow::Result<()> {
+    let outbox = outbox(db, 2, keys).await?;
     let leases = leases(&outbox).await?;
     for b in 0..backlog.div_ceil(BATCH) {
         let n = BATCH.min(backlog - b * BATCH);
@@ -174,32 +171,14 @@ async fn drained(
         outbox.enqueue_batch(&leases[b % RESOURCES], &ops).await?;
     }
     outbox.store().close().await;
-    let pool = Plain::connect(&db, 1).await?;
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("dispatcher.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[database]\nurl = {:?}\n[dispatcher]\nlisten = \"\"\npoll_interval = \"100ms\"\n\
-             [encryption]\nkeys = {{ bench = {source:?} }}\n\
-             [destinations.statements]\nbase_url = {base_url:?}\ntimeout = \"5s\"\n",
-            db.url
-        ),
-    )?;
-    let started = Instant::now();
-    let mut process = spawn_dispatcher(&path)?;
-    let who = [("dispatcher", process.pid()), ("destination", server_pid)];
-    let meter = Meter::start(measured(&pool, &who).await, &pool).await;
-    while !settled(&pool).await? {
-        process.ensure_running("the dispatcher")?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let elapsed = started.elapsed();
-    let cost = meter.stop(backlog, &pool).await;
-    let delivered = count(&pool, "delivered").await?;
-    anyhow::ensure!(
-        delivered == backlog as i64,
-        "{delivered} of {backlog} ops were delivered"
-    );
-    Ok((backlog as f64 / elapsed.as_secs_f64(), cost))
+    Ok(())
+}
+
+/// The bench's op without an order key, as the `dispatch` scenario's backlog is: the drain
+/// measures sending, not ordering.
+fn unordered(key: &str) -> Operation {
+    crate::enqueue::op_builder(key)
+        .unordered()
+        .build()
+        .expect("valid op")
 }

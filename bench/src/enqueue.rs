@@ -24,12 +24,15 @@ const PLAIN_BATCH_MSSQL: &str = include_str!("../sql/mssql/op_insert_plain_batch
 
 /// One op of the workload: a statement POST, about 100 bytes of JSON.
 pub(crate) fn op(key: &str) -> Operation {
+    op_builder(key).build().expect("valid op")
+}
+
+/// [`op`] before it is built, for a scenario that changes it.
+pub(crate) fn op_builder(key: &str) -> outbox_producer::OperationBuilder {
     Operation::post("statements", "/v1/statements")
         .header("X-Request-Source", "bench")
         .json(&serde_json::json!({"account": 1842, "month": "2026-07", "closing_balance_cents": 125000, "key": key}))
         .idempotency_key(key)
-        .build()
-        .expect("valid op")
 }
 
 pub(crate) async fn leases(outbox: &Outbox) -> anyhow::Result<Vec<Lease>> {
@@ -56,6 +59,15 @@ pub(crate) async fn fenced_by(
     calls: ProducerCalls,
 ) -> anyhow::Result<f64> {
     let outbox = Outbox::from_store(producer_store(db, producers, calls).await?);
+    fenced_on(outbox, producers, per_producer).await
+}
+
+/// [`fenced`] through `outbox` (its pool of `producers` connections, its keys); ops/s.
+pub(crate) async fn fenced_on(
+    outbox: Outbox,
+    producers: u32,
+    per_producer: usize,
+) -> anyhow::Result<f64> {
     let leases = Arc::new(leases(&outbox).await?);
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
