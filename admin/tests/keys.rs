@@ -8,51 +8,12 @@ use std::process::Output;
 use std::time::Duration;
 
 use outbox_dispatcher::Config;
-use outbox_producer::{Keys, Operation};
-use outbox_tests::{Receiver, TestDb, conformance, lease, wait_until};
+use outbox_producer::Operation;
+use outbox_tests::{KeyFiles, Receiver, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "sort code 40-47-84";
 const OPS: usize = 240;
-
-/// Key files `k1` and `k2` (32 bytes of 0x01 and of 0x02, in base64).
-struct KeyFiles(tempfile::TempDir);
-
-impl KeyFiles {
-    fn new() -> KeyFiles {
-        let dir = tempfile::tempdir().unwrap();
-        for (id, key) in [
-            ("k1", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="),
-            ("k2", "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="),
-        ] {
-            std::fs::write(dir.path().join(format!("{id}.key")), format!("{key}\n")).unwrap();
-        }
-        KeyFiles(dir)
-    }
-
-    /// `ID=file:/path` of key `id`.
-    fn arg(&self, id: &str) -> String {
-        format!(
-            "{id}=file:{}",
-            self.0.path().join(format!("{id}.key")).display()
-        )
-    }
-
-    fn keys(&self, ids: &[&str], seal: Option<&str>) -> Keys {
-        let sources: Vec<(String, String)> = ids
-            .iter()
-            .map(|id| {
-                let (id, source) = self
-                    .arg(id)
-                    .split_once('=')
-                    .map(|(a, b)| (a.to_owned(), b.to_owned()))
-                    .unwrap();
-                (id, source)
-            })
-            .collect();
-        Keys::load(&sources, seal, &|_| None).unwrap()
-    }
-}
 
 async fn ctl(db: &TestDb, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
@@ -89,14 +50,13 @@ fn dispatcher(
     CancellationToken,
     tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
 ) {
-    let source = |id: &str| files.arg(id).split_once('=').unwrap().1.to_owned();
     let text = format!(
         "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n\
          [encryption]\nkeys = {{ k1 = {:?}, k2 = {:?} }}\n\
          [destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nrate_limit = \"80/s\"\nbreaker = {{ enabled = false }}\n",
         db.url(),
-        source("k1"),
-        source("k2"),
+        files.source("k1"),
+        files.source("k2"),
         receiver.url()
     );
     let config = Config::load(Some(&text), &HashMap::new()).expect("config");

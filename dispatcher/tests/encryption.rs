@@ -7,59 +7,12 @@
 mod common;
 
 use common::{destination, dispatch_with, until_states};
-use outbox_producer::{Keys, Operation, Outbox};
-use outbox_tests::{Receiver, TestDb, conformance, lease};
+use outbox_producer::{Operation, Outbox};
+use outbox_tests::{KeyFiles, Receiver, TestDb, conformance, lease};
 
 const SECRET_HEADER: &str = "holder Ada Lovelace";
 const SECRET_BODY: &str = "IBAN GB29 NWBK 6016 1331 9268 19";
 const OLD_PRODUCER_BODY: &str = "written in clear by an older producer";
-
-/// Key files `k1` and `k2` in a folder that lives as long as it.
-struct KeyFiles {
-    dir: tempfile::TempDir,
-}
-
-impl KeyFiles {
-    fn new() -> KeyFiles {
-        let dir = tempfile::tempdir().unwrap();
-        // 32 bytes each, in base64: 0x01… and 0x02….
-        for (id, key) in [
-            ("k1", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="),
-            ("k2", "AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="),
-        ] {
-            std::fs::write(dir.path().join(format!("{id}.key")), format!("{key}\n")).unwrap();
-        }
-        KeyFiles { dir }
-    }
-
-    fn source(&self, id: &str) -> (String, String) {
-        (
-            id.to_owned(),
-            format!(
-                "file:{}",
-                self.dir.path().join(format!("{id}.key")).display()
-            ),
-        )
-    }
-
-    /// The keys `ids`, sealing with `seal`.
-    fn keys(&self, ids: &[&str], seal: Option<&str>) -> Keys {
-        let sources: Vec<_> = ids.iter().map(|id| self.source(id)).collect();
-        Keys::load(&sources, seal, &|_| None).unwrap()
-    }
-
-    /// The dispatcher's `[encryption]` table with the keys `ids`.
-    fn table(&self, ids: &[&str]) -> String {
-        let keys: Vec<String> = ids
-            .iter()
-            .map(|id| {
-                let (id, source) = self.source(id);
-                format!("{id} = {source:?}")
-            })
-            .collect();
-        format!("[encryption]\nkeys = {{ {} }}\n", keys.join(", "))
-    }
-}
 
 fn statement(key: &str, body: &str) -> Operation {
     let holder = if body == OLD_PRODUCER_BODY {

@@ -7,6 +7,7 @@ pub mod babelfish;
 pub mod cases;
 pub mod db;
 mod dump;
+pub mod keys;
 mod login;
 mod mssql;
 pub mod patroni;
@@ -21,6 +22,7 @@ pub mod wait;
 
 pub use cases::{EnqueueCase, enqueue_cases};
 pub use db::{AttemptRow, Kind, OpRow, TestDb, lease, split};
+pub use keys::KeyFiles;
 pub use mssql::rcsi as mssql_rcsi;
 pub use process::signal;
 pub use receiver::{Answer, Received, Receiver, Reply};
