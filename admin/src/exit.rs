@@ -41,6 +41,11 @@ impl CliError {
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         CliError::new(INVALID, message)
     }
+
+    /// What is printed after `outboxctl: `.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 impl From<outbox_store::Error> for CliError {

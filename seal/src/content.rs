@@ -65,6 +65,14 @@ impl Keys {
         headers: &[(String, String)],
         body: &[u8],
     ) -> Result<Option<Content>, OpenError> {
+        // Clear content (the common case without keys) is neither copied nor decoded twice.
+        let sealed = envelope::parse(body).is_some()
+            || headers
+                .iter()
+                .any(|(_, v)| v.starts_with(envelope::HEADER_PREFIX));
+        if !sealed {
+            return Ok(None);
+        }
         let mut opened = false;
         let mut clear_headers = Vec::with_capacity(headers.len());
         for (name, value) in headers {

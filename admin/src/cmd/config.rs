@@ -33,7 +33,9 @@ pub(crate) fn read_config(path: &str) -> Result<outbox_dispatcher::Config, CliEr
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError::invalid(format!("cannot read config {path}: {e}")))?;
     let env: HashMap<String, String> = std::env::vars().collect();
-    outbox_dispatcher::config::Config::load(Some(&text), &env)
+    // Its keys are read only where a command needs them (keys.rs): a user who may not read
+    // them still reads the database's address here.
+    outbox_dispatcher::config::Config::load_without_keys(Some(&text), &env)
         .map_err(|e| CliError::invalid(format!("config {path}: {e}")))
 }
 
@@ -41,10 +43,8 @@ pub(crate) fn read_config(path: &str) -> Result<outbox_dispatcher::Config, CliEr
 /// each `--key` (or `OUTBOX_KEYS`) entry.
 pub(crate) fn key_sources(global: &Global) -> Result<Vec<(String, String)>, CliError> {
     let mut sources = match &global.config {
-        Some(path) if !global.keys.is_empty() || global.encrypt_with.is_some() => {
-            read_config(path)?.encryption.sources
-        }
-        _ => Vec::new(),
+        Some(path) => read_config(path)?.encryption.sources,
+        None => Vec::new(),
     };
     sources.extend(global.keys.iter().cloned());
     Ok(sources)

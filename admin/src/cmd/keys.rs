@@ -31,6 +31,21 @@ pub(crate) fn load(global: &Global) -> Result<Option<Keys>, CliError> {
         .map_err(|e| CliError::invalid(e.to_string()))
 }
 
+/// The keys to read content with (`show --body`): a key that cannot be read is said on stderr
+/// and left out, and the content it seals stays encrypted in the output.
+pub(crate) fn load_to_read(global: &Global) -> Option<Keys> {
+    match load(global) {
+        Ok(keys) => keys,
+        Err(e) => {
+            eprintln!(
+                "outboxctl: {}; encrypted content stays encrypted",
+                e.message()
+            );
+            None
+        }
+    }
+}
+
 /// How many skipped requests a report names one by one.
 const SKIPPED_SHOWN: usize = 20;
 

@@ -37,7 +37,14 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         );
         return Ok(());
     }
-    let keys = keys::load(&cli.global)?;
+    // Keys are read only by the commands that use them: the others run for a user who may
+    // not read them.
+    let keys = match &cli.command {
+        Command::Keys(_) => keys::load(&cli.global)?,
+        Command::Enqueue(_) if cli.global.encrypt_with.is_some() => keys::load(&cli.global)?,
+        Command::Show(args) if args.body => keys::load_to_read(&cli.global),
+        _ => None,
+    };
     let store = connect(&cli.global).await?;
     let json = cli.global.json;
     let mut outbox =

@@ -6,16 +6,28 @@ use std::collections::HashMap;
 use super::raw::RawEncryption;
 use super::{ConfigError, EncryptionConfig, err};
 
-/// The keys of `raw`, each read from its file or from `env`.
+/// The keys of `raw`, each read from its file or from `env` when `read` (else only their ids
+/// and sources checked).
 pub(super) fn encryption(
     raw: &RawEncryption,
     env: &HashMap<String, String>,
+    read: bool,
 ) -> Result<EncryptionConfig, ConfigError> {
     let sources: Vec<(String, String)> = raw
         .keys
         .iter()
         .map(|(id, source)| (id.clone(), source.clone()))
         .collect();
+    if !read {
+        for (id, source) in &sources {
+            outbox_seal::KeySource::parse(source)
+                .map_err(|reason| err("encryption.keys", format!("key {id}: {reason}")))?;
+        }
+        return Ok(EncryptionConfig {
+            keys: outbox_seal::Keys::default(),
+            sources,
+        });
+    }
     let keys = outbox_seal::Keys::load(&sources, None, &|name| env.get(name).cloned())
         .map_err(|e| err("encryption.keys", e))?;
     Ok(EncryptionConfig { keys, sources })
@@ -60,6 +72,13 @@ mod tests {
             !shown.contains(KEY) && !format!("{c:?}").contains(KEY),
             "{shown}"
         );
+
+        // outboxctl reads the file for its database without reading the keys.
+        let unreadable = "[encryption]\nkeys = { k = \"file:/nonexistent/k\" }";
+        let c = Config::load_without_keys(Some(&format!("{unreadable}\n{DEST}")), &HashMap::new())
+            .unwrap();
+        assert!(c.encryption.keys.is_empty());
+        assert_eq!(c.encryption.sources.len(), 1);
 
         for (text, env, says) in [
             ("[encryption]\nkeys = { k = \"env:NOPE\" }", vec![], "NOPE"),

@@ -250,6 +250,18 @@ impl Config {
         Config::try_from(RawConfig::load(file, env)?)
     }
 
+    /// [`Config::load`] without reading the keys of `[encryption]` (their ids and sources are
+    /// checked, `encryption.keys` stays empty): for a tool that reads the file for its
+    /// database, whose user need not be able to read the keys.
+    pub fn load_without_keys(
+        file: Option<&str>,
+        env: &HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let mut raw = RawConfig::load(file, env)?;
+        raw.read_keys = false;
+        Config::try_from(raw)
+    }
+
     /// The effective configuration as TOML, with every secret shown as `***`.
     pub fn redacted(&self) -> String {
         redact::config_toml(self)

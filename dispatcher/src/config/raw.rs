@@ -25,6 +25,10 @@ pub struct RawConfig {
     /// the environment.
     #[serde(skip)]
     pub(super) key_env: HashMap<String, String>,
+    /// Whether the keys are read (the dispatcher), or only their sources checked (`outboxctl`
+    /// reading the file for its database, whose user may not read the keys).
+    #[serde(skip)]
+    pub(super) read_keys: bool,
     /// The standard OpenTelemetry variables of the environment, which `validate` weighs
     /// against `[telemetry]` (they are not keys of one table, so they are not layered).
     #[serde(skip)]
@@ -222,6 +226,7 @@ impl RawConfig {
             .try_into()
             .map_err(|e: toml::de::Error| ConfigError(e.message().to_owned()))?;
         raw.otel = OtelEnv::from_env(env);
+        raw.read_keys = true;
         raw.key_env = raw
             .encryption
             .keys

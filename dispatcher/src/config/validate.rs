@@ -73,7 +73,8 @@ impl TryFrom<RawConfig> for Config {
         }
         let telemetry = super::telemetry::telemetry(&raw.telemetry, &raw.otel)?;
         let console = console(&raw.console, &dispatcher)?;
-        let encryption = super::encryption::encryption(&raw.encryption, &raw.key_env)?;
+        let encryption =
+            super::encryption::encryption(&raw.encryption, &raw.key_env, raw.read_keys)?;
         Ok(Config {
             database_url: Secret(raw.database.url),
             database_listen_url,
