@@ -70,7 +70,7 @@ GRANT INSERT, UPDATE, DELETE ON dbo.outbox_queue TO outbox_dispatcher;
 GRANT INSERT, UPDATE, DELETE ON dbo.outbox_finished TO outbox_dispatcher;
 GRANT INSERT, DELETE ON dbo.outbox_attempts TO outbox_dispatcher;
 GRANT DELETE ON dbo.outbox_requests TO outbox_dispatcher;
-GRANT UPDATE ON dbo.outbox_requests (body, headers) TO outbox_dispatcher;
+GRANT UPDATE (body, headers) ON dbo.outbox_requests TO outbox_dispatcher;
 GRANT INSERT, UPDATE ON dbo.outbox_leases TO outbox_dispatcher;
 GRANT INSERT, UPDATE ON dbo.outbox_destinations TO outbox_dispatcher;
 GRANT INSERT, UPDATE ON dbo.outbox_partition_count TO outbox_dispatcher;
@@ -98,7 +98,7 @@ GRANT SELECT ON dbo.outbox_request_meta TO outbox_operator;
 GRANT INSERT, UPDATE, DELETE ON dbo.outbox_queue TO outbox_operator;
 GRANT INSERT, UPDATE, DELETE ON dbo.outbox_finished TO outbox_operator;
 GRANT DELETE ON dbo.outbox_requests TO outbox_operator;
-GRANT UPDATE ON dbo.outbox_requests (body, headers) TO outbox_operator;
+GRANT UPDATE (body, headers) ON dbo.outbox_requests TO outbox_operator;
 GRANT DELETE ON dbo.outbox_attempts TO outbox_operator;
 GRANT INSERT, UPDATE ON dbo.outbox_destinations TO outbox_operator;
 GRANT INSERT, UPDATE ON dbo.outbox_partition_count TO outbox_operator;
@@ -107,14 +107,14 @@ GRANT INSERT ON dbo.outbox_admin_log TO outbox_operator;
 GO
 
 -- 6. The viewer: every column of a request but its content, and the view that sums it up.
-GRANT SELECT ON dbo.outbox_requests (id, op_id, resource, fence, owner_id, destination,
+GRANT SELECT (id, op_id, resource, fence, owner_id, destination,
     idempotency_key, order_key, partition, method, path, content_type, expire_with_generation,
-    trace_context, trace_state, created_at) TO outbox_viewer;
-GRANT SELECT ON dbo.outbox_ops (id, op_id, resource, fence, owner_id, destination,
+    trace_context, trace_state, created_at) ON dbo.outbox_requests TO outbox_viewer;
+GRANT SELECT (id, op_id, resource, fence, owner_id, destination,
     idempotency_key, order_key, partition, method, path, content_type, expire_with_generation,
     state, attempts, next_attempt_at, claimed_by_fence, claimed_at, last_error, trace_context,
     created_at, delivered_at, finished_at, retry_base_attempts, retry_since, claimed_by_lease,
-    trace_state, last_attempt_trace) TO outbox_viewer;
+    trace_state, last_attempt_trace) ON dbo.outbox_ops TO outbox_viewer;
 GRANT SELECT ON dbo.outbox_request_meta TO outbox_viewer;
 GRANT SELECT ON dbo.outbox_queue TO outbox_viewer;
 GRANT SELECT ON dbo.outbox_finished TO outbox_viewer;
