@@ -211,20 +211,16 @@ impl Operation {
         keys: Option<&Keys>,
     ) -> Result<NewOp, InvalidInput> {
         outbox_store::request::check_body(self.body.len(), max_body_bytes)?;
-        let Content { headers, body } = match keys {
-            None => Content {
-                headers: self.headers.clone(),
-                body: self.body.clone(),
-            },
-            Some(keys) => self.sealed(keys)?,
-        };
+        let sealed = keys.map(|keys| self.sealed(keys)).transpose()?;
         let op_id = Uuid::now_v7();
         let order_key = match &self.ordering {
             Ordering::Resource => Some(OrderKey::from(&lease.resource)),
             Ordering::Key(k) => Some(k.clone()),
             Ordering::Unordered => None,
         };
-        let headers_json = serde_json::to_string(&headers)
+        // Without keys the op's own headers are encoded as they are, not copied first.
+        let headers = sealed.as_ref().map_or(&self.headers, |c| &c.headers);
+        let headers_json = serde_json::to_string(headers)
             .map_err(|e| InvalidInput::new("headers", format!("cannot be encoded: {e}")))?;
         Ok(NewOp {
             op_id,
@@ -237,7 +233,7 @@ impl Operation {
             path: self.path.clone(),
             headers_json,
             content_type: self.content_type.clone(),
-            body,
+            body: sealed.map_or_else(|| self.body.clone(), |c| c.body),
             expire_with_generation: self.expire_with_generation,
             supersede_pending: self.supersede_pending,
             // Bounded by MAX_NOT_BEFORE, so it fits.
