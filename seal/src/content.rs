@@ -110,41 +110,51 @@ impl Keys {
         body: &[u8],
         seal_clear: bool,
     ) -> Result<Option<Content>, OpenError> {
-        let ids = sealed_with(headers, body);
-        let has_clear = headers
-            .iter()
-            .any(|(_, v)| !v.is_empty() && envelope::header_envelope(v).is_none())
-            || (!body.is_empty() && envelope::parse(body).is_none());
-        let moves = ids.iter().any(|id| id != to.id());
-        if !(moves || (seal_clear && has_clear)) {
+        let mut changed = false;
+        let mut sealed_headers = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let field = Field::Header(name);
+            let clear = match envelope::header_envelope(value) {
+                Some(e) => self
+                    .under_another_key(to, field, destination, &e)?
+                    .map(|plain| String::from_utf8(plain).map_err(|_| damaged(field, &e)))
+                    .transpose()?,
+                None if seal_clear && !value.is_empty() => Some(value.clone()),
+                None => None,
+            };
+            changed |= clear.is_some();
+            let stored =
+                clear.map_or_else(|| value.clone(), |v| seal_header(to, destination, name, &v));
+            sealed_headers.push((name.clone(), stored));
+        }
+        let clear_body = if envelope::parse(body).is_some() {
+            self.under_another_key(to, Field::Body, destination, body)?
+        } else {
+            (seal_clear && !body.is_empty()).then(|| body.to_vec())
+        };
+        changed |= clear_body.is_some();
+        if !changed {
             return Ok(None);
         }
-        let clear = match self.open_content(destination, headers, body)? {
-            Some(c) => c,
-            None => Content {
-                headers: headers.to_vec(),
-                body: body.to_vec(),
-            },
-        };
-        if !seal_clear && has_clear {
-            // Only what was sealed is sealed again; clear values stay clear.
-            let mut out = seal_with(to, destination, &clear.headers, &clear.body);
-            for (i, (_, value)) in headers.iter().enumerate() {
-                if envelope::header_envelope(value).is_none() {
-                    out.headers[i].1 = value.clone();
-                }
-            }
-            if envelope::parse(body).is_none() {
-                out.body = body.to_vec();
-            }
-            return Ok(Some(out));
+        Ok(Some(Content {
+            headers: sealed_headers,
+            body: clear_body.map_or_else(|| body.to_vec(), |b| seal_body(to, destination, &b)),
+        }))
+    }
+
+    /// The plaintext of `envelope` when it is sealed with a key other than `to`; `None` when
+    /// it is already `to`'s.
+    fn under_another_key(
+        &self,
+        to: &Key,
+        field: Field<'_>,
+        destination: &str,
+        envelope: &[u8],
+    ) -> Result<Option<Vec<u8>>, OpenError> {
+        if envelope::parse(envelope).is_some_and(|p| p.key_id == to.id()) {
+            return Ok(None);
         }
-        Ok(Some(seal_with(
-            to,
-            destination,
-            &clear.headers,
-            &clear.body,
-        )))
+        self.open_one(field, destination, envelope).map(Some)
     }
 
     fn open_one(
@@ -168,24 +178,30 @@ impl Keys {
 }
 
 fn seal_with(key: &Key, destination: &str, headers: &[(String, String)], body: &[u8]) -> Content {
-    let headers = headers
-        .iter()
-        .map(|(name, value)| {
-            let stored = if value.is_empty() {
-                String::new()
-            } else {
-                let aad = envelope::associated_data(Field::Header(name), destination);
-                envelope::header_text(&key.seal(&aad, value.as_bytes()))
-            };
-            (name.clone(), stored)
-        })
-        .collect();
-    let body = if body.is_empty() {
-        Vec::new()
-    } else {
-        key.seal(&envelope::associated_data(Field::Body, destination), body)
-    };
-    Content { headers, body }
+    Content {
+        headers: headers
+            .iter()
+            .map(|(name, value)| (name.clone(), seal_header(key, destination, name, value)))
+            .collect(),
+        body: seal_body(key, destination, body),
+    }
+}
+
+/// A header value as stored under `key`: `obx1:` and its envelope, or empty when empty.
+fn seal_header(key: &Key, destination: &str, name: &str, value: &str) -> String {
+    if value.is_empty() {
+        return String::new();
+    }
+    let aad = envelope::associated_data(Field::Header(name), destination);
+    envelope::header_text(&key.seal(&aad, value.as_bytes()))
+}
+
+/// A body as stored under `key`: its envelope, or empty when empty.
+fn seal_body(key: &Key, destination: &str, body: &[u8]) -> Vec<u8> {
+    if body.is_empty() {
+        return Vec::new();
+    }
+    key.seal(&envelope::associated_data(Field::Body, destination), body)
 }
 
 fn damaged(field: Field<'_>, bytes: &[u8]) -> OpenError {
