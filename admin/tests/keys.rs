@@ -3,6 +3,8 @@
 //! which key seals it without, and `keys rotate` moving every op to a new key in batches while a
 //! dispatcher delivers them: nothing lost, nothing sent twice, nothing sent sealed.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 use std::process::Output;
 use std::time::Duration;
@@ -12,32 +14,13 @@ use outbox_producer::Operation;
 use outbox_tests::{KeyFiles, Receiver, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
+use common::{json, text};
+
 const SECRET: &str = "sort code 40-47-84";
 const OPS: usize = 240;
 
 async fn ctl(db: &TestDb, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-        .args(args)
-        .env("OUTBOX_DATABASE_URL", db.url())
-        .env("USER", "ana")
-        .env_remove("OUTBOX_KEYS")
-        .output()
-        .await
-        .expect("run outboxctl")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", text(out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+    common::ctl(db.url(), args).await
 }
 
 /// A dispatcher holding both keys, sending at most 80 requests a second: the ops are still

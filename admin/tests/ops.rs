@@ -4,6 +4,8 @@
 //! every replay refusal, cancel meaning never sent, dry runs changing nothing, purge, list
 //! filters and paging, rejections, tail, and replays racing a working dispatcher.
 
+mod common;
+
 use std::collections::HashMap;
 use std::process::Output;
 use std::time::Duration;
@@ -13,30 +15,11 @@ use outbox_producer::Operation;
 use outbox_tests::{Kind, Receiver, Reply, TestDb, conformance, lease, wait_until};
 use tokio_util::sync::CancellationToken;
 
-/// Runs outboxctl against `db` with `args`, without blocking the runtime the dispatcher uses.
+use common::{json, text};
+
+/// Runs outboxctl against `db` with `args`.
 async fn ctl(db: &TestDb, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-        .args(args)
-        .env("OUTBOX_DATABASE_URL", db.url())
-        .env("USER", "ana")
-        .output()
-        .await
-        .expect("run outboxctl")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The one JSON object a successful `--json` call printed.
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "{}", text(out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)))
+    common::ctl(db.url(), args).await
 }
 
 /// The JSON lines a successful list call printed.

@@ -5,6 +5,8 @@
 //! with exit code 7 and changes nothing. The real `outboxctl` binary next to a real dispatcher
 //! (in this process) delivering to a recording HTTP server on 127.0.0.1.
 
+mod common;
+
 use std::collections::HashMap;
 use std::process::Output;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,6 +17,8 @@ use outbox_producer::{Operation, Outbox};
 use outbox_store::{MigrateError, Store};
 use outbox_tests::{Receiver, Reply, TestDb, lease, wait_until};
 use tokio_util::sync::CancellationToken;
+
+use common::{ctl, text};
 
 /// What a header value and a body of the ops hold: never to be seen by a viewer.
 const SECRET_HEADER: &str = "header-value-4417";
@@ -61,26 +65,6 @@ const TAKE_A_LEASE: [&str; 6] = [
     "--ttl",
     "30s",
 ];
-
-/// Runs outboxctl as the login of `url`.
-async fn ctl(url: &str, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-        .args(args)
-        .env("OUTBOX_DATABASE_URL", url)
-        .env("USER", "ana")
-        .output()
-        .await
-        .expect("run outboxctl")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// The command succeeded; its standard output.
 fn ok(out: &Output) -> String {
