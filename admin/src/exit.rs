@@ -1,6 +1,7 @@
 //! The one place errors become exit codes and one-line messages on stderr.
 //! Codes: 0 ok, 1 error, 2 bad usage or invalid input, 3 stale token or expired lease,
-//! 4 not found, 5 idempotency conflict, 6 lease busy, 7 refused: the login lacks the right.
+//! 4 not found, 5 idempotency conflict, 6 lease busy, 7 refused: the login lacks the right,
+//! 8 the database is unavailable for now (no space, no connection, unreachable, busy): retry.
 
 use std::process::ExitCode;
 
@@ -25,6 +26,9 @@ pub(crate) const CONFLICT: u8 = 5;
 pub(crate) const BUSY: u8 = 6;
 /// The database refused the login the right (its roles' grants); nothing was changed.
 pub(crate) const DENIED: u8 = 7;
+/// The database could not serve the command now (out of disk or connections, unreachable,
+/// shutting down, or a lock conflict): the same command may succeed when retried.
+pub(crate) const UNAVAILABLE: u8 = 8;
 
 impl CliError {
     pub(crate) fn new(code: u8, message: impl Into<String>) -> Self {
@@ -66,6 +70,15 @@ impl From<outbox_store::StoreError> for CliError {
                 format!(
                     "{e} (this login's roles do not allow it: README, \"Security\", says which \
                      role each command needs)"
+                ),
+            );
+        }
+        if e.is_retryable() {
+            return CliError::new(
+                UNAVAILABLE,
+                format!(
+                    "{e} (the database cannot do this now: retry the same command once it can; \
+                     an enqueue retried with the same idempotency key is never a second op)"
                 ),
             );
         }

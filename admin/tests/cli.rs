@@ -518,7 +518,7 @@ fn bad_lease_bounds_exit_2() {
 }
 
 #[test]
-fn an_unreachable_database_exits_1_without_echoing_the_password() {
+fn an_unreachable_database_exits_8_unavailable_without_echoing_the_password() {
     // Port 9 on loopback: nothing listens there.
     let out = outboxctl(
         &[
@@ -529,7 +529,14 @@ fn an_unreachable_database_exits_1_without_echoing_the_password() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // 8: the database is unavailable, the same command may be retried (issue 38).
+    assert_eq!(out.status.code(), Some(8), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("outboxctl: postgres unavailable error: ")
+            && stderr(&out).contains("retry"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!stderr(&out).contains("hunter2"), "{}", stderr(&out));
 }
 
@@ -548,9 +555,9 @@ fn sql_server_urls_are_checked_and_never_echoed() {
     let in_query = lease_list("mssql://sa@127.0.0.1:9/x?Password=hunter2");
     assert_eq!(in_query.status.code(), Some(2), "{}", stderr(&in_query));
 
-    // Nothing listens: unavailable, exit 1.
+    // Nothing listens: unavailable, exit 8.
     let closed = lease_list("mssql://sa:hunter2@127.0.0.1:9/x?TrustServerCertificate=true");
-    assert_eq!(closed.status.code(), Some(1), "{}", stderr(&closed));
+    assert_eq!(closed.status.code(), Some(8), "{}", stderr(&closed));
 
     // Something answers, but not in TDS: an error, never a panic or a hang.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -565,7 +572,8 @@ fn sql_server_urls_are_checked_and_never_echoed() {
         "mssql://sa:hunter2@127.0.0.1:{port}/x?TrustServerCertificate=true&Connect%20Timeout=5"
     );
     let garbage = lease_list(&url);
-    assert_eq!(garbage.status.code(), Some(1), "{}", stderr(&garbage));
+    // The driver reports the broken stream as I/O: unavailable (8), as a dropped connection is.
+    assert_eq!(garbage.status.code(), Some(8), "{}", stderr(&garbage));
     assert!(
         !stderr(&garbage).contains("panicked"),
         "{}",

@@ -39,6 +39,16 @@ pub enum Error {
     Migrate(#[from] MigrateError),
 }
 
+impl Error {
+    /// Whether the database could not serve the call now: out of disk or connections,
+    /// unreachable, shutting down, or a standby after a failover. The op was not refused:
+    /// the same call may be retried later (an enqueue with the same idempotency key is never
+    /// a second op, G7). Never true of [`Error::Stale`] and the other refusals.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Store(e) if e.kind() == outbox_store::StoreErrorKind::Unavailable)
+    }
+}
+
 impl From<outbox_store::Error> for Error {
     fn from(e: outbox_store::Error) -> Self {
         match e {

@@ -92,11 +92,12 @@ pub(crate) fn kind_of(code: u32) -> StoreErrorKind {
             StoreErrorKind::Retryable
         }
         // Cannot open database (during failover), Azure SQL throttling, failover and
-        // reconfiguration, the server is shutting down or paused, resources exhausted.
+        // reconfiguration, the server is shutting down or paused, resources exhausted: memory
+        // (701), a full filegroup or disk (1101, 1105), a full transaction log (9002), every
+        // user connection taken (17809).
         4060 | 4221 | 615 | 10928 | 10929 | 40197 | 40501 | 40613 | 40540 | 40143 | 49918
-        | 49919 | 49920 | 6005 | 6006 | 17142 | 233 | 64 | 10053 | 10054 | 10060 | 701 => {
-            StoreErrorKind::Unavailable
-        }
+        | 49919 | 49920 | 6005 | 6006 | 17142 | 233 | 64 | 10053 | 10054 | 10060 | 701 | 1101
+        | 1105 | 9002 | 17809 => StoreErrorKind::Unavailable,
         // The permission was denied on an object, a column, a statement (CREATE …) or the
         // database.
         229 | 230 | 262 | 300 => StoreErrorKind::Denied,

@@ -7,6 +7,7 @@
 mod admin;
 mod dispatch;
 mod driver;
+mod failure;
 mod health;
 mod lease;
 mod membership;
@@ -34,7 +35,7 @@ use crate::dispatch::{
 };
 use crate::driver::Driver;
 use crate::enqueue::{self, check_lease};
-use crate::error::{Backend, Error, StoreError, StoreErrorKind};
+use crate::error::{Backend, Error, StoreError};
 use crate::model::{
     AppliedMigration, Change, DestinationName, FencingToken, IdempotencyKey, Lease, LeaseRow,
     Migration, OrderKey, OwnerId, Partition, ResourceName,
@@ -413,37 +414,19 @@ fn lease_seen(row: Option<PgRow>) -> Result<Option<LeaseSeen>, Error> {
     }))
 }
 
-/// Maps a driver error to its portable kind, by SQLSTATE where there is one.
+/// Maps a driver error to its portable kind (`failure.rs`), worded as callers read it.
 pub(crate) fn map_err(e: sqlx::Error) -> Error {
-    let kind = match &e {
-        sqlx::Error::Database(db) => match db.code().as_deref() {
-            Some("23505") => StoreErrorKind::UniqueViolation,
-            // serialization_failure, deadlock_detected, lock_not_available
-            Some("40001" | "40P01" | "55P03") => StoreErrorKind::Retryable,
-            // admin/crash shutdown, cannot connect now, too many connections, connection exceptions
-            Some("57P01" | "57P02" | "57P03" | "53300") => StoreErrorKind::Unavailable,
-            Some(code) if code.starts_with("08") => StoreErrorKind::Unavailable,
-            // read_only_sql_transaction: this connection reached a standby (after a failover,
-            // through a stale address), which is the database being unavailable, not the op
-            // being bad.
-            Some("25006") => StoreErrorKind::Unavailable,
-            // insufficient_privilege: a missing grant, or a row a policy keeps from this role
-            Some("42501") => StoreErrorKind::Denied,
-            _ => StoreErrorKind::Other,
-        },
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => StoreErrorKind::Unavailable,
-        _ => StoreErrorKind::Other,
-    };
+    let kind = failure::kind(&e);
     match pooler::hint(&e) {
         Some(hint) => Error::Store(StoreError::new(
             Backend::Postgres,
             kind,
             pooler::Hinted::new(e, hint),
         )),
-        None => Error::Store(StoreError::new(Backend::Postgres, kind, e)),
+        None => Error::Store(StoreError::new(
+            Backend::Postgres,
+            kind,
+            failure::Failure(e),
+        )),
     }
 }

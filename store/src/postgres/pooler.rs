@@ -164,13 +164,16 @@ impl OnStore for Query<'_> {
 #[derive(Debug, thiserror::Error)]
 #[error("{source}; {hint}")]
 pub(crate) struct Hinted {
-    source: sqlx::Error,
+    source: super::failure::Failure,
     hint: &'static str,
 }
 
 impl Hinted {
     pub(crate) fn new(source: sqlx::Error, hint: &'static str) -> Self {
-        Hinted { source, hint }
+        Hinted {
+            source: super::failure::Failure(source),
+            hint,
+        }
     }
 }
 
