@@ -479,7 +479,12 @@ def run_loop(args, secrets: Secrets) -> int:
                 )
             loop_job(conn, args, account, rnd, round_no, secrets)
         except (psycopg.Error, Reconnect) as e:
-            loop_event(event="error", account=account, error=secrets.redact(first_line(str(e)) or "connection lost"))
+            # A Reconnect follows an enqueue error whose own line said why.
+            if isinstance(e, psycopg.Error):
+                message = secrets.redact(first_line(str(e)))
+                # By SQLSTATE, as the enqueue outcomes are: 53xxx out of disk or connections,
+                # 08xxx the connection, 57Pxx the server shutting down.
+                loop_event(event="error", account=account, error=f"{e.sqlstate}: {message}" if e.sqlstate else message)
             if conn is not None:
                 conn.close()
             conn = None

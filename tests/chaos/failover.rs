@@ -20,24 +20,23 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use outbox_tests::patroni::HaCluster;
-use outbox_tests::{Received, Receiver, Reply, Rng, TestDb, wait_for};
+use outbox_tests::{Rng, TestDb, wait_for};
 use sqlx::{Connection, PgConnection};
 use time::OffsetDateTime;
 
-use crate::check::{Evidence, Faults, Report, StoredOp, WorkerLog, tokens_granted_twice};
-use crate::procs::{Dispatcher, Worker, WorkerSpec};
-use crate::{Logs, MAX_LEASE};
+use crate::MAX_LEASE;
+use crate::check::{Faults, Report, tokens_granted_twice};
+use crate::procs::Dispatcher;
+use crate::run::{Run, say};
 
 /// The dispatchers' partition lease; the target for a kill to the next delivery is twice this.
 const LEASE: Duration = Duration::from_secs(5);
 /// How long the synchronous run's workers keep running jobs.
 const PERIOD: Duration = Duration::from_secs(50);
-/// Rust workers (the Python one comes on top).
-const RUST_WORKERS: usize = 4;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous() {
-    let mut run = Run::start(true, 0xFA11_0001).await;
+    let mut run = Failover::start(true, 0xFA11_0001).await;
     run.check_standby_is_unavailable().await;
     run.start_workers("", PERIOD);
     let start = Instant::now();
@@ -77,7 +76,7 @@ async fn synchronous() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asynchronous() {
-    let mut run = Run::start(false, 0xFA11_0002).await;
+    let mut run = Failover::start(false, 0xFA11_0002).await;
     // Workers are stopped for the runbook step, long before this.
     run.start_workers("", Duration::from_secs(600));
     let mut rng = Rng::new(run.seed);
@@ -124,7 +123,7 @@ async fn asynchronous() {
         d.stop();
     }
     let bumped = run.apply_runbook().await;
-    run.restart_dispatchers();
+    run.restart_dispatchers("after");
     let phase_two = Instant::now();
     run.start_workers("b", Duration::from_secs(15));
     run.pause_workers_until(phase_two + Duration::from_secs(6), &mut rng)
@@ -257,57 +256,41 @@ struct Kill {
     to_delivery: Option<Duration>,
 }
 
-/// The parts of one failover run.
-struct Run {
+/// A failover run: the shared run's parts (`run.rs`) on a database through HAProxy, and the
+/// cluster behind it.
+struct Failover {
+    run: Run,
     cluster: HaCluster,
-    db: TestDb,
-    logs: Logs,
-    destination: Receiver,
-    config: std::path::PathBuf,
-    dispatchers: Vec<Dispatcher>,
-    workers: Vec<Worker>,
-    seed: u64,
     synchronous: bool,
-    /// Workers stopped past their lease so far.
-    pauses: usize,
-    /// Grants logged by workers stopped before the runbook, and by those started after it.
-    grants_before_bump: Vec<crate::check::Grant>,
-    grants_after_bump: Vec<crate::check::Grant>,
 }
 
-impl Run {
+impl std::ops::Deref for Failover {
+    type Target = Run;
+
+    fn deref(&self) -> &Run {
+        &self.run
+    }
+}
+
+impl std::ops::DerefMut for Failover {
+    fn deref_mut(&mut self) -> &mut Run {
+        &mut self.run
+    }
+}
+
+impl Failover {
     /// The cluster, a migrated database through HAProxy, the destination and two dispatchers
     /// on two partitions.
-    async fn start(synchronous: bool, seed: u64) -> Run {
+    async fn start(synchronous: bool, seed: u64) -> Failover {
         let cluster = tokio::task::spawn_blocking(move || HaCluster::start(synchronous))
             .await
             .expect("cluster start task")
             .unwrap_or_else(|e| panic!("cannot start the Patroni cluster: {e}"));
-        tokio::task::spawn_blocking(crate::procs::binaries)
-            .await
-            .expect("build the binaries");
         let db = TestDb::postgres_on(&cluster.url("postgres")).await;
-        drop(db.outbox().await);
-        let logs = Logs::new();
-        let destination = Receiver::start_with(mostly_ok(seed)).await;
-        let config =
-            Dispatcher::configure_with_lease(logs.path(), db.url(), &destination.url(), 2, LEASE);
-        let dispatchers = (0..2)
-            .map(|i| Dispatcher::start(&config, &format!("d{i}")))
-            .collect();
-        Run {
+        Failover {
+            run: Run::start(db, seed, LEASE).await,
             cluster,
-            db,
-            logs,
-            destination,
-            config,
-            dispatchers,
-            workers: Vec::new(),
-            seed,
             synchronous,
-            pauses: 0,
-            grants_before_bump: Vec::new(),
-            grants_after_bump: Vec::new(),
         }
     }
 
@@ -335,11 +318,7 @@ impl Run {
                 .try_acquire("statement:on-a-standby", Duration::from_secs(5))
                 .await
             {
-                Err(outbox_producer::Error::Store(e))
-                    if e.kind() == outbox_store::StoreErrorKind::Unavailable =>
-                {
-                    return;
-                }
+                Err(e) if e.is_unavailable() => return,
                 Err(e) => assert!(
                     Instant::now() < deadline,
                     "a write on the standby was not refused as unavailable within 30 s: {e}"
@@ -348,117 +327,6 @@ impl Run {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-
-    /// Four Rust workers (`w0{tag}`…) and a Python one (`py{tag}`), for `period`.
-    fn start_workers(&mut self, tag: &str, period: Duration) {
-        let url = self.db.url().to_owned();
-        for i in 0..=RUST_WORKERS {
-            let spec = WorkerSpec {
-                name: if i < RUST_WORKERS {
-                    format!("w{i}{tag}")
-                } else {
-                    format!("py{tag}")
-                },
-                seed: self
-                    .seed
-                    .wrapping_add(1 + i as u64 + tag.len() as u64 * 100),
-                uncooperative: i % 2 == 0,
-                run_for: period,
-            };
-            let log = self.logs.path().join(format!("{}.log", spec.name));
-            self.workers.push(if i < RUST_WORKERS {
-                Worker::start(&url, &spec, &log)
-            } else {
-                Worker::start_python(&url, &spec, &log)
-            });
-        }
-    }
-
-    /// Until `until`, stops a running worker past its lease now and then (SIGSTOP, at most
-    /// two at once), as the chaos run does, so stale owners try to enqueue; every worker runs
-    /// again when it returns.
-    async fn pause_workers_until(&mut self, until: Instant, rng: &mut Rng) {
-        while Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
-            let now = Instant::now();
-            for w in &mut self.workers {
-                w.proc.resume_if_due(now);
-            }
-            let running: Vec<usize> = (0..self.workers.len())
-                .filter(|&i| !self.workers[i].proc.is_paused())
-                .collect();
-            if rng.below(10) < 4 && running.len() + 2 > self.workers.len() {
-                let pick = running[rng.below(running.len() as u64) as usize];
-                let pause = MAX_LEASE + Duration::from_millis(500 + rng.below(1500));
-                self.workers[pick].proc.pause(now + pause);
-                self.pauses += 1;
-            }
-        }
-        for w in self.workers.iter_mut().filter(|w| w.proc.is_paused()) {
-            w.proc.resume();
-        }
-    }
-
-    /// How many lines each running worker printed so far, in start order.
-    fn line_marks(&self) -> Vec<usize> {
-        self.workers
-            .iter()
-            .map(|w| w.lines_so_far().len())
-            .collect()
-    }
-
-    /// Every line the running workers printed so far.
-    fn lines_now(&self) -> Vec<String> {
-        self.workers.iter().flat_map(Worker::lines_so_far).collect()
-    }
-
-    /// The (resource, token) pairs granted to two owners so far, by every worker.
-    fn tokens_granted_twice(&self) -> Vec<String> {
-        let logs: Vec<WorkerLog> = self
-            .workers
-            .iter()
-            .map(|w| WorkerLog::parse(&w.name, &w.lines_so_far()))
-            .collect();
-        tokens_granted_twice(
-            logs.iter()
-                .flat_map(|l| l.grants.iter())
-                .chain(&self.grants_before_bump),
-        )
-    }
-
-    /// Stops the workers at once (SIGKILL) and returns their lines; their grants are the
-    /// grants before the runbook.
-    fn kill_workers(&mut self) -> Vec<(String, Vec<String>)> {
-        let lines: Vec<(String, Vec<String>)> = std::mem::take(&mut self.workers)
-            .into_iter()
-            .map(|w| (w.name.clone(), w.kill()))
-            .collect();
-        for (name, l) in &lines {
-            self.grants_before_bump
-                .extend(WorkerLog::parse(name, l).grants);
-        }
-        lines
-    }
-
-    /// Waits for the workers to end their loop and returns their lines.
-    async fn finish_workers(&mut self) -> Vec<(String, Vec<String>)> {
-        let workers = std::mem::take(&mut self.workers);
-        let lines: Vec<(String, Vec<String>)> = tokio::task::spawn_blocking(move || {
-            workers
-                .into_iter()
-                .map(|w| (w.name.clone(), w.finish(Duration::from_secs(90))))
-                .collect()
-        })
-        .await
-        .expect("workers finished");
-        if !self.grants_before_bump.is_empty() {
-            for (name, l) in &lines {
-                self.grants_after_bump
-                    .extend(WorkerLog::parse(name, l).grants);
-            }
-        }
-        lines
     }
 
     fn hold_replication(&self) -> Vec<u32> {
@@ -511,78 +379,26 @@ impl Run {
         changed
     }
 
-    fn restart_dispatchers(&mut self) {
-        self.dispatchers = (0..2)
-            .map(|i| Dispatcher::start(&self.config, &format!("d{i}-after")))
-            .collect();
-    }
-
-    /// From the kill to the first delivery of an attempt begun after it, on the database
-    /// clock (the same machine's).
-    async fn to_delivery(&self, kill: &Kill) -> Option<Duration> {
-        let mut c = PgConnection::connect(self.db.url()).await.ok()?;
-        let seconds: Option<f64> = sqlx::query_scalar(
-            "SELECT extract(epoch FROM min(finished_at) - $1)::float8 FROM outbox_attempts \
-             WHERE outcome = 'delivered' AND started_at > $1",
-        )
-        .bind(kill.at)
-        .fetch_one(&mut c)
-        .await
-        .ok()?;
-        seconds.map(Duration::from_secs_f64)
-    }
-
     /// Drains the outbox, stops the dispatchers and runs the chaos checker; prints the summary.
     async fn drain_and_check(
         &mut self,
         lines: &[(String, Vec<String>)],
         kills: &mut [Kill],
     ) -> Report {
-        let drained = Instant::now();
-        let ops = wait_for(
-            Duration::from_secs(150),
-            "the dispatchers drain the outbox",
-            || async {
-                let ops = self.db.ops().await;
-                ops.iter()
-                    .all(|o| o.state == "delivered" || o.state == "dead")
-                    .then_some(ops)
-            },
-        )
-        .await;
-        let drain = drained.elapsed();
+        let drained = self.drain(Duration::from_secs(150)).await;
+        let drain = drained.took;
         for kill in kills.iter_mut() {
             if kill.to_delivery.is_none() {
-                kill.to_delivery = self.to_delivery(kill).await;
+                kill.to_delivery = self.delivered_after(kill.at).await;
             }
         }
-        for d in std::mem::take(&mut self.dispatchers) {
-            d.stop();
-        }
-        let failed_attempts = self
-            .db
-            .attempts()
-            .await
-            .iter()
-            .filter(|a| a.outcome.as_deref() != Some("delivered"))
-            .count();
-        let logs: Vec<WorkerLog> = lines
-            .iter()
-            .map(|(name, l)| WorkerLog::parse(name, l))
-            .collect();
-        let evidence = Evidence {
-            workers: logs,
-            ops: ops.into_iter().map(StoredOp::from).collect(),
-            failed_attempts,
-            requests: self.destination.received(),
-            faults: Faults {
-                pauses: self.pauses,
-                dispatcher_restarts: 1,
-                database_crashes: kills.len(),
-                ..Faults::default()
-            },
+        let faults = Faults {
+            pauses: self.pauses,
+            dispatcher_restarts: 1,
+            database_crashes: kills.len(),
+            ..Faults::default()
         };
-        let report = Report::new(&evidence);
+        let report = self.run.stop_and_check(lines, drained, faults).await;
         let kill_lines: Vec<String> = kills
             .iter()
             .map(|k| {
@@ -606,27 +422,14 @@ impl Run {
                  failed and that the runbook restored G1)\n",
             )
         };
-        let summary = format!(
+        say(&format!(
             "failover summary ({replication} replication, seed {:#x}, dispatcher lease \
              {LEASE:?}, drained in {:.1} s):\n{}\n{report}\n{expected}",
             self.seed,
             drain.as_secs_f64(),
             kill_lines.join("\n"),
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), summary.as_bytes());
+        ));
         report
-    }
-}
-
-/// The destination: 5 % of requests answered 503 (so retries happen), the rest 200 at once.
-fn mostly_ok(seed: u64) -> impl FnMut(&Received) -> Reply + Send + 'static {
-    let mut rng = Rng::new(seed);
-    move |_| {
-        if rng.below(100) < 5 {
-            Reply::status(503)
-        } else {
-            Reply::status(200)
-        }
     }
 }
 

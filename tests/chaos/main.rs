@@ -29,9 +29,13 @@
 
 mod check;
 mod checker;
+mod connections;
+mod disk_full;
 mod failover;
+mod fault;
 mod membership;
 mod procs;
+mod run;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -66,6 +66,19 @@ enum Durability {
     PowerCut,
 }
 
+/// What a fault test's cluster runs short of, on purpose.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// The data folder on a filesystem of its own of this many MiB (a tmpfs, mounted by this
+    /// process, which must be root), so that it fills up; its WAL kept to 32-48 MB, so that the
+    /// tables fill it rather than the WAL.
+    pub disk_mib: Option<u32>,
+    /// `max_connections` (400 otherwise), with none reserved for superusers: the test's logins
+    /// are superusers, and would otherwise still get in when every other slot is taken; and
+    /// every connection logged (`log_connections`).
+    pub max_connections: Option<u32>,
+}
+
 /// A PostgreSQL cluster in a temporary folder, on a free loopback port, with trust auth.
 #[derive(Debug)]
 pub struct Cluster {
@@ -74,6 +87,7 @@ pub struct Cluster {
     port: u16,
     as_postgres_user: bool,
     durability: Durability,
+    limits: Limits,
 }
 
 impl Cluster {
@@ -96,7 +110,17 @@ impl Cluster {
         Cluster::start_with(Durability::PowerCut)
     }
 
+    /// As [`Cluster::start_crashable`] (every acknowledged commit survives the server's
+    /// processes dying, as one may when its disk is full), short of what `limits` says.
+    pub fn start_limited(limits: Limits) -> Result<Cluster, String> {
+        Cluster::start_limited_with(Durability::ProcessCrash, limits)
+    }
+
     fn start_with(durability: Durability) -> Result<Cluster, String> {
+        Cluster::start_limited_with(durability, Limits::default())
+    }
+
+    fn start_limited_with(durability: Durability, limits: Limits) -> Result<Cluster, String> {
         let bin = bin_dir().ok_or_else(|| HOW_TO_GET_POSTGRES.to_owned())?;
         let as_postgres_user = running_as_root();
         let dir = tempfile::Builder::new()
@@ -110,9 +134,27 @@ impl Cluster {
             port: 0,
             as_postgres_user,
             durability,
+            limits,
         };
+        if let Some(mib) = limits.disk_mib {
+            if !running_as_root() {
+                return Err(format!(
+                    "a cluster on a {mib} MiB filesystem of its own needs root (to mount a \
+                     tmpfs); run the tests as root, as CI does"
+                ));
+            }
+            let disk = cluster.dir.join("disk");
+            std::fs::create_dir(&disk).map_err(|e| format!("cannot create {disk:?}: {e}"))?;
+            let size = format!("size={mib}m,mode=0700");
+            let disk = disk.to_str().expect("temp dir paths are UTF-8");
+            cluster.run("mount", &["-t", "tmpfs", "-o", &size, "tmpfs", disk], false)?;
+        }
         if as_postgres_user {
-            cluster.run("chown", &["postgres:postgres", cluster.dir_str()], false)?;
+            cluster.run(
+                "chown",
+                &["-R", "postgres:postgres", cluster.dir_str()],
+                false,
+            )?;
         }
         cluster.watch_this_process()?;
         let data = cluster.data_dir();
@@ -147,6 +189,16 @@ impl Cluster {
     /// The URL of database `db` on this cluster.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The URL of database `db` over the server's Unix socket (its log says `host=[local]`
+    /// for these, the address for TCP ones).
+    pub fn socket_url(&self, db: &str) -> String {
+        format!(
+            "postgres://postgres@localhost:{}/{db}?host={}",
+            self.port,
+            self.dir_str()
+        )
     }
 
     /// Stops the server cleanly, keeping its files.
@@ -225,9 +277,19 @@ impl Cluster {
                 "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=64MB"
             }
         };
+        let connections = match self.limits.max_connections {
+            Some(n) => format!(
+                "-c max_connections={n} -c superuser_reserved_connections=0 -c log_connections=on"
+            ),
+            None => "-c max_connections=400".to_owned(),
+        };
+        let wal = match self.limits.disk_mib {
+            Some(_) => " -c max_wal_size=48MB -c min_wal_size=32MB",
+            None => "",
+        };
         let options = format!(
             "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
-             -c max_connections=400 {speed}",
+             {connections} {speed}{wal}",
             self.port,
             self.dir_str()
         );
@@ -245,7 +307,15 @@ impl Cluster {
     }
 
     fn data_dir(&self) -> String {
-        format!("{}/data", self.dir_str())
+        match self.limits.disk_mib {
+            Some(_) => format!("{}/disk/data", self.dir_str()),
+            None => format!("{}/data", self.dir_str()),
+        }
+    }
+
+    /// What the server logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(format!("{}/server.log", self.dir_str())).unwrap_or_default()
     }
 
     fn dir_str(&self) -> &str {
@@ -292,19 +362,23 @@ impl Cluster {
         let pg_ctl = self.bin.join("pg_ctl");
         let stop = if self.as_postgres_user {
             format!(
-                "runuser -u postgres -- {} -D {}/data -m immediate stop",
+                "runuser -u postgres -- {} -D {} -m immediate stop",
                 pg_ctl.display(),
-                self.dir_str()
+                self.data_dir()
             )
         } else {
             format!(
-                "{} -D {}/data -m immediate stop",
+                "{} -D {} -m immediate stop",
                 pg_ctl.display(),
-                self.dir_str()
+                self.data_dir()
             )
         };
+        let unmount = match self.limits.disk_mib {
+            Some(_) => format!("umount -l {}/disk >/dev/null 2>&1; ", self.dir_str()),
+            None => String::new(),
+        };
         let script = format!(
-            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; rm -rf {dir}",
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; {unmount}rm -rf {dir}",
             pid = std::process::id(),
             dir = self.dir_str()
         );
