@@ -36,7 +36,7 @@ async fn postgres() {
     let db = TestDb::postgres_on(&cluster.url("postgres")).await;
     let mut fault = FullDisk { filler: None };
     let outcome = run_through(db, 0xD15C_0001, &mut fault, FULL_FOR).await;
-    outcome.assert_recovered("the full disk", LEASE * 4);
+    outcome.assert_recovered("the full disk", LEASE * 4, true);
 }
 
 /// The disk filled by another table, then freed by dropping it.

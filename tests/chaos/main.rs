@@ -34,6 +34,7 @@ mod disk_full;
 mod failover;
 mod fault;
 mod membership;
+mod network;
 mod procs;
 mod run;
 

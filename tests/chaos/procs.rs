@@ -7,6 +7,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use outbox_tests::netns::Netns;
 use outbox_tests::signal;
 
 /// Paths of the two programs a chaos run starts.
@@ -249,6 +250,8 @@ pub(crate) struct Dispatcher {
     logs: PathBuf,
     starts: u32,
     down: bool,
+    /// The network namespace it runs in, if not this host's.
+    netns: Option<String>,
 }
 
 impl Dispatcher {
@@ -296,8 +299,19 @@ impl Dispatcher {
 
     /// Starts instance `name` on `config`; its logs go next to the config.
     pub(crate) fn start(config: &Path, name: &str) -> Dispatcher {
+        Self::start_within(config, name, None)
+    }
+
+    /// As [`Dispatcher::start`], inside network namespace `netns` (`ip netns exec`), every
+    /// start again too.
+    pub(crate) fn start_in(config: &Path, name: &str, netns: &Netns) -> Dispatcher {
+        Self::start_within(config, name, Some(netns.name().to_owned()))
+    }
+
+    fn start_within(config: &Path, name: &str, netns: Option<String>) -> Dispatcher {
         let logs = config.parent().expect("config dir").to_owned();
-        let proc = Proc::new(Self::spawn(config, &logs.join(format!("{name}-1.log"))));
+        let log = logs.join(format!("{name}-1.log"));
+        let proc = Proc::new(Self::spawn(config, &log, netns.as_deref()));
         Dispatcher {
             name: name.to_owned(),
             proc,
@@ -305,11 +319,21 @@ impl Dispatcher {
             logs,
             starts: 1,
             down: false,
+            netns,
         }
     }
 
-    fn spawn(config: &Path, log: &Path) -> Child {
-        Command::new(&binaries().dispatcher)
+    fn spawn(config: &Path, log: &Path, netns: Option<&str>) -> Child {
+        let mut command = match netns {
+            // `ip netns exec` execs the program: the child's pid is the dispatcher's.
+            Some(netns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns]).arg(&binaries().dispatcher);
+                c
+            }
+            None => Command::new(&binaries().dispatcher),
+        };
+        command
             .arg("--config")
             .arg(config)
             .env("RUST_LOG", "warn")
@@ -353,7 +377,7 @@ impl Dispatcher {
     pub(crate) fn start_again(&mut self) {
         self.starts += 1;
         let log = self.logs.join(format!("{}-{}.log", self.name, self.starts));
-        self.proc = Proc::new(Self::spawn(&self.config, &log));
+        self.proc = Proc::new(Self::spawn(&self.config, &log, self.netns.as_deref()));
         self.down = false;
     }
 

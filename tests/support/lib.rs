@@ -10,6 +10,7 @@ mod dump;
 pub mod keys;
 mod login;
 mod mssql;
+pub mod netns;
 pub mod patroni;
 pub mod pg;
 pub mod pgbouncer;
