@@ -145,7 +145,15 @@ pub(crate) fn plan(
 
 /// Applies the migrations this build carries that the database lacks, in one transaction that
 /// no other migrating process runs beside (the same flow for every backend).
+///
+/// A schema already up to date is told apart first, by a plain read without the migration
+/// lock: processes that start together (a fleet of dispatchers scaling out) then neither wait
+/// for each other nor hold that lock. The recorded checksums are checked all the same; anything
+/// pending, or no record yet, takes the locked path.
 pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Error> {
+    if let Some(report) = up_to_date(d).await? {
+        return Ok(report);
+    }
     let mut tx = d.begin_migration().await?;
     D::migration_table_create(&mut tx).await?;
     let applied = D::migration_list(&mut tx).await?;
@@ -166,6 +174,21 @@ pub(crate) async fn run<D: Driver>(d: &D) -> Result<MigrationReport, crate::Erro
     }
     D::commit(tx).await?;
     Ok(report)
+}
+
+/// The report when nothing is pending, read without the migration lock; `None` when something
+/// is (or the record cannot be read yet: no table).
+async fn up_to_date<D: Driver>(d: &D) -> Result<Option<MigrationReport>, crate::Error> {
+    let Ok(mut tx) = d.begin().await else {
+        return Ok(None);
+    };
+    let listed = D::migration_list(&mut tx).await;
+    let _ = D::rollback(tx).await;
+    let Ok(applied) = listed else {
+        return Ok(None);
+    };
+    let (pending, report) = plan(migrations(D::BACKEND), &applied)?;
+    Ok(pending.is_empty().then_some(report))
 }
 
 /// `NNNN_name`, as in the file name.
