@@ -100,9 +100,16 @@ if ! "$tsql_venv/bin/python" -c 'import sqlfluff' >/dev/null 2>&1; then
 fi
 "$tsql_venv/bin/python" ops/check-tsql.py
 
-echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, asserts no speed)"
+# The bench smoke waits on drains and clusters most of its four minutes: it runs in the
+# background while the checks below and the test binaries' compilation go on, and must have
+# passed before the tests run.
+echo "== outbox-bench all --quick (smoke test: fails only if a scenario errors, asserts no speed), in the background"
 cargo build --locked -p outbox-bench -p outbox-dispatcher
-target/debug/outbox-bench all --quick
+mkdir -p target
+target/debug/outbox-bench all --quick >target/bench-smoke.log 2>&1 &
+bench_pid=$!
+# A step that fails before the wait below stops it too.
+trap 'kill "$bench_pid" 2>/dev/null || true' EXIT
 
 echo "== ops/ checks (promtool, systemd-analyze, kubernetes-validate, dashboard, metric names; ops/README.md)"
 cargo build --locked -p outboxctl
@@ -133,6 +140,16 @@ else
     echo "   set it to any SQL Server or Babelfish login that may CREATE DATABASE, or run"
     echo "   ops/test-mssql.sh for SQL Server 2022 in Docker)"
 fi
+
+echo "== cargo test --no-run (the test binaries compile while the bench smoke runs)"
+cargo test --workspace --locked --no-run
+echo "== outbox-bench all --quick: waiting for it"
+if ! wait "$bench_pid"; then
+    cat target/bench-smoke.log
+    echo "outbox-bench all --quick failed (its output is above)" >&2
+    exit 1
+fi
+cat target/bench-smoke.log
 
 echo "== cargo test"
 start=$(date +%s)

@@ -649,7 +649,7 @@ pub(crate) async fn latency(target: &Target, runs: usize, quick: bool) -> anyhow
 /// large pending backlog, and from a small one with a large delivered history.
 pub(crate) async fn backlog(target: &Target, runs: usize, quick: bool) -> anyhow::Result<Vec<Row>> {
     let (small, large, drained) = if quick {
-        (1_000, 20_000, 500)
+        (1_000, 5_000, 500)
     } else {
         (10_000, 1_000_000, 5_000)
     };

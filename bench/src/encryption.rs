@@ -34,7 +34,7 @@ pub(crate) async fn encryption(
     let mut rows = Vec::new();
     for producers in [1u32, 16] {
         let per_producer = if quick {
-            200
+            50
         } else {
             16_000 / producers as usize
         };
@@ -57,7 +57,7 @@ pub(crate) async fn encryption(
             "the same ops in clear",
         ));
     }
-    let backlog = backlog.unwrap_or(if quick { 2_000 } else { 50_000 });
+    let backlog = backlog.unwrap_or(if quick { 500 } else { 50_000 });
     let (server, base_url) = destination().await?;
     let ways = both_ways(runs, |seal| {
         let keys = seal.then(|| keys.clone());

@@ -186,7 +186,7 @@ pub(crate) async fn enqueue(target: &Target, runs: usize, quick: bool) -> anyhow
     let mut rows = Vec::new();
     for producers in [1u32, 4, 16] {
         let per_producer = if quick {
-            200
+            50
         } else {
             (24_000 / producers as usize).max(1_500)
         };

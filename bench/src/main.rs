@@ -245,7 +245,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         if plain_dispatch {
             let backlog = args
                 .backlog
-                .unwrap_or(if args.quick { 2_000 } else { 200_000 });
+                .unwrap_or(if args.quick { 500 } else { 200_000 });
             rows.extend(dispatch::dispatch(target, runs, backlog).await?);
         }
         if let Some(plan) = &scale_out {

@@ -2,7 +2,7 @@
 //! superusers). While four Rust workers and a Python one enqueue and two dispatchers deliver,
 //! other clients take every free slot, the outbox's own sessions are ended (as an
 //! administrator's `pg_terminate_backend`, or a restart, would), and the other clients take
-//! the slots those freed too, keeping every slot taken for fifteen seconds; then they let go.
+//! the slots those freed too, keeping every slot taken for twelve seconds; then they let go.
 //!
 //! The run shows what the full disk's does (every refusal "unavailable", nothing lost, the
 //! dispatchers still running, delivery resumed by itself), and that nobody tried to reconnect
@@ -21,7 +21,7 @@ use crate::fault::{Fault, LEASE, run_through};
 use crate::run::Run;
 
 /// How long every slot stays taken.
-const TAKEN_FOR: Duration = Duration::from_secs(15);
+const TAKEN_FOR: Duration = Duration::from_secs(12);
 /// The server's connection slots.
 const SLOTS: u32 = 50;
 /// The processes that connect over TCP while the slots are taken: two dispatchers, five

@@ -36,6 +36,7 @@ const PERIOD: Duration = Duration::from_secs(50);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn synchronous() {
+    let _turn = crate::turn::shared().await;
     let mut run = Failover::start(true, 0xFA11_0001).await;
     run.check_standby_is_unavailable().await;
     run.start_workers("", PERIOD);
@@ -76,6 +77,7 @@ async fn synchronous() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn asynchronous() {
+    let _turn = crate::turn::shared().await;
     let mut run = Failover::start(false, 0xFA11_0002).await;
     // Workers are stopped for the runbook step, long before this.
     run.start_workers("", Duration::from_secs(600));

@@ -109,7 +109,7 @@ pub(crate) struct Outcome {
 /// The dispatchers' partition lease in the fault runs.
 pub(crate) const LEASE: Duration = Duration::from_secs(3);
 /// How long the workers keep running jobs.
-const PERIOD: Duration = Duration::from_secs(50);
+const PERIOD: Duration = Duration::from_secs(45);
 
 /// Workers and two dispatchers on `db` ([`Run`]); after 8 s `fault` begins, `lasting` later it
 /// ends; 5 s later a dispatcher is SIGKILLed and replaced (the checker asks for one); then the
@@ -121,6 +121,7 @@ pub(crate) async fn run_through(
     fault: &mut impl Fault,
     lasting: Duration,
 ) -> Outcome {
+    let _turn = crate::turn::shared().await;
     let mut run = Run::start(db, seed, LEASE).await;
     fault.prepare(&mut run).await;
     let mut rng = Rng::new(seed);
@@ -146,6 +147,13 @@ pub(crate) async fn run_through(
         .zip(&marks)
         .flat_map(|(w, &from)| w.lines_so_far().split_off(from.min(w.lines_so_far().len())))
         .collect();
+    assert!(
+        start.elapsed() + Duration::from_secs(15) < PERIOD,
+        "{} took {:?} to bring on and hold: too late in the workers' {PERIOD:?} to see them \
+         enqueue after it",
+        fault.name(),
+        start.elapsed()
+    );
     let ended_at = OffsetDateTime::now_utc();
     let ended = fault.end(&run).await;
     run.pause_workers_until(Instant::now() + Duration::from_secs(5), &mut rng)

@@ -33,10 +33,12 @@ mod connections;
 mod disk_full;
 mod failover;
 mod fault;
+mod fleet;
 mod membership;
 mod network;
 mod procs;
 mod run;
+mod turn;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -170,6 +172,7 @@ async fn on_postgres(variant: Variant) {
 /// One chaos run on `db`, crashing its server halfway when `crash_database`; panics with the
 /// checker's report when a guarantee broke.
 async fn chaos(backend: &str, db: TestDb, crash_database: bool, variant: Variant) {
+    let _turn = turn::shared().await;
     let default_seconds = match variant {
         Variant::Standby => 60,
         Variant::Membership => 40,

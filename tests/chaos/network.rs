@@ -4,7 +4,7 @@
 //! (`outbox_tests::slow_link`). The workers and the other dispatcher stay on this host. While
 //! the workers enqueue:
 //!
-//! - `cut_from_database`: `d0`'s database link is cut for 15 s (`ip link set down`), its
+//! - `cut_from_database`: `d0`'s database link is cut for 12 s (`ip link set down`), its
 //!   destination still reachable. It cannot renew its partition lease, so it must stop sending
 //!   before that lease ends: the destination's relay shows nothing from `d0` after the cut plus
 //!   the lease. The other dispatcher takes its partition over.
@@ -31,7 +31,7 @@ use crate::procs::Dispatcher;
 use crate::run::Run;
 
 /// How long each fault lasts.
-const LASTING: Duration = Duration::from_secs(15);
+const LASTING: Duration = Duration::from_secs(12);
 /// How long the slow link holds each piece sent to the destination.
 const QUEUED: Duration = Duration::from_secs(8);
 

@@ -440,7 +440,8 @@ pub(crate) fn spawn_watcher(script: &str, what: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot start the {what} watcher: {e}"))
 }
 
-pub(crate) fn free_port() -> Result<u16, String> {
+/// A loopback port free at the time of asking.
+pub fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
