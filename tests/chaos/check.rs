@@ -385,6 +385,9 @@ pub(crate) struct Report {
     duplicate_requests: usize,
     /// (e) keys whose copies differ.
     differing_duplicates: Vec<String>,
+    /// (i) Requests that reached the destination while another op of their order key was
+    /// still there (arrived, not yet answered).
+    overlapping: usize,
     /// (h) Leases granted.
     grants: usize,
     /// (h) (resource, token) pairs granted to more than one acquisition (G1).
@@ -421,6 +424,7 @@ impl Report {
             r.check_off_origin(&hostile.off_origin);
         }
         r.check_order(&ix, &evidence.ops);
+        r.count_overlaps(&ix, &evidence.ops);
         r.check_duplicates(&ix);
         let grants = || evidence.workers.iter().flat_map(|w| w.grants.iter());
         r.grants = grants().count();
@@ -579,6 +583,30 @@ impl Report {
             .iter()
             .map(|q| format!("{}: {} {}", key(q), q.method, q.path))
             .collect();
+    }
+
+    /// (i) Per order key, requests of different ops at the destination at once: one arrived
+    /// before another op's request of the key had been answered. The dispatcher sends one op of
+    /// a key at a time (G8), but a copy held in the network, or an answer the destination keeps
+    /// past the dispatcher's timeout, can still be there when the next op arrives: counted and
+    /// shown (README, "What a destination must do"), not a failure.
+    fn count_overlaps(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
+        let mut streams: BTreeMap<&str, Vec<(&str, &Received)>> = BTreeMap::new();
+        for op in ops {
+            if let (Some(order_key), Some(reqs)) = (&op.order_key, ix.by_key.get(op.key.as_str())) {
+                let stream = streams.entry(order_key).or_default();
+                stream.extend(reqs.iter().map(|(_, r)| (op.key.as_str(), *r)));
+            }
+        }
+        for (_, mut reqs) in streams {
+            reqs.sort_by_key(|(_, r)| r.at);
+            for (i, (key, r)) in reqs.iter().enumerate() {
+                let busy = reqs[..i]
+                    .iter()
+                    .any(|(k, earlier)| k != key && earlier.done.is_none_or(|done| done > r.at));
+                self.overlapping += usize::from(busy);
+            }
+        }
     }
 
     /// (d) Per order key, first arrivals follow enqueue order.
@@ -781,6 +809,12 @@ impl fmt::Display for Report {
             self.duplicate_requests,
             self.differing_duplicates.len(),
             verdict(self.differing_duplicates.len())
+        )?;
+        writeln!(
+            f,
+            "  (i) requests at the destination while another op of their order key was still there \
+             (a copy delayed, or an answer kept past the timeout): {} [counted]",
+            self.overlapping
         )?;
         writeln!(
             f,

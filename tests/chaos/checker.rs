@@ -372,3 +372,23 @@ fn an_unknown_outcome_is_resolved_by_the_table() {
         problems(&e)
     );
 }
+
+#[test]
+fn it_counts_requests_of_one_order_key_at_the_destination_at_once_without_failing() {
+    // k1's stalled copy is still at the destination when k2 (the same order key) arrives.
+    let e = healthy();
+    let report = Report::new(&e).to_string();
+    assert!(
+        report.contains("past the timeout): 1 [counted]"),
+        "{report}"
+    );
+    assert_eq!(problems(&e), "");
+    let mut calm = healthy();
+    calm.requests
+        .retain(|r| r.header("idempotency-key") != "k1" || r.delay.is_zero());
+    let report = Report::new(&calm).to_string();
+    assert!(
+        report.contains("past the timeout): 0 [counted]"),
+        "{report}"
+    );
+}
