@@ -51,6 +51,15 @@ pub(crate) async fn serve_partition(
     shutdown: CancellationToken,
 ) {
     let ttl = h.settings.lease_ttl;
+    // Until the membership is first read, every partition counts as this process's share: a
+    // newcomer would try for all of them, take those free for a moment (mid-handover) and
+    // hand them back at once. So the first read is waited for, up to a lease period (if the
+    // membership cannot be read, every partition is tried, the lease deciding).
+    tokio::select! {
+        () = shutdown.cancelled() => return,
+        _ = share.wait_for(Option::is_some) => {}
+        () = tokio::time::sleep(ttl) => {}
+    }
     while !shutdown.is_cancelled() {
         // Only partitions of this process's fair share are tried for; another live instance
         // takes the others (docs/scaling.md). The share changes when instances come and go.
@@ -62,17 +71,27 @@ pub(crate) async fn serve_partition(
             }
             continue;
         }
-        match Leader::try_lead(&h, partition, &shutdown).await {
+        let term = Leader::try_lead(&h, partition, &shutdown).await;
+        let term_was_held = matches!(term, Term::Held);
+        match term {
             Term::Won(leader) => {
                 lead(leader, share.clone(), &shutdown).await;
                 continue;
             }
             Term::Ended => continue,
-            Term::Standby => leader::show_leading(partition, false),
+            Term::Held | Term::Standby => leader::show_leading(partition, false),
         }
+        // A partition of this process's share that another holds is being handed over (the
+        // other saw the membership change) or its holder is gone (its lease lapses): asked for
+        // again every tenth of the TTL, so that a join or a crash settles within a lease
+        // period or so. A database failure waits the usual third.
+        let again = match term_was_held {
+            true => (ttl / 10).max(std::time::Duration::from_millis(100)),
+            false => ttl / 3,
+        };
         tokio::select! {
             () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(ttl / 3) => {}
+            () = tokio::time::sleep(again) => {}
         }
     }
 }

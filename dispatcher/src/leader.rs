@@ -36,8 +36,11 @@ use crate::telemetry;
 pub(crate) enum Term {
     /// Won: the term has begun.
     Won(Box<Leader>),
-    /// Not led: another dispatcher leads it, the database failed, or a live lease of another
-    /// partition count stands in the way. Try again later.
+    /// Another dispatcher holds the lease. When the partition is in this process's share, that
+    /// one is handing it over or gone: try again soon.
+    Held,
+    /// Not led: the database failed, or a live lease of another partition count stands in the
+    /// way. Try again later.
     Standby,
     /// Won and given back before the term began (the lease was lost, or shutdown came, during
     /// the re-queue). Try again at once.
@@ -84,7 +87,7 @@ impl Leader {
             Ok(Some(leadership)) => leadership,
             Ok(None) => {
                 h.db.ok();
-                return Term::Standby;
+                return Term::Held;
             }
             Err(e) => {
                 h.db.failed(m::DbCall::AcquireLease, &e);
@@ -659,7 +662,9 @@ mod tests {
         let leader = loop {
             match Leader::try_lead(&h, partition, &shutdown).await {
                 Term::Won(leader) => break leader,
-                Term::Standby | Term::Ended => tokio::time::sleep(Duration::from_millis(100)).await,
+                Term::Held | Term::Standby | Term::Ended => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
             }
         };
         let stats = h.store.op_stats().await.unwrap();

@@ -209,11 +209,15 @@ impl Bucket {
 mod tests {
     use super::*;
 
-    /// The fair split of 8 partitions over 1, 2, 3 and 4 instances (partition p to instance
-    /// p % n), as `membership::fair_share` computes it.
+    /// The fair split of 8 partitions over 1, 2, 3 and 4 instances, as
+    /// `membership::fair_share` computes it.
     fn split(n: u32) -> Vec<Vec<u32>> {
-        (0..n)
-            .map(|i| (0..8).filter(|p| p % n == i).collect())
+        let ids: Vec<uuid::Uuid> = (1..=u128::from(n)).map(uuid::Uuid::from_u128).collect();
+        ids.iter()
+            .map(|me| {
+                let share = crate::membership::fair_share(*me, &ids, 8);
+                (0..8).filter(|&p| share[p as usize]).collect()
+            })
             .collect()
     }
 

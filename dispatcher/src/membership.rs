@@ -173,17 +173,78 @@ impl Membership {
 }
 
 /// Which of `partitions` partitions `me` should lead among the live `peers` (with or
-/// without `me`): with the instances sorted by id, instance `i` of `n` takes the partitions
-/// `p` with `p % n == i`, so each takes at most ⌈P/N⌉ and every instance that read the same
-/// membership computes the same split.
+/// without `me`). Every instance that read the same membership computes the same split:
+///
+/// - **Balanced.** With `n` instances sorted by id, the first `P % n` take ⌈P/n⌉ partitions and
+///   the others ⌊P/n⌋.
+/// - **The low partitions spread.** Partitions `0..n` go one to each instance: a destination's
+///   `max_in_flight` gives its remainder slots to the lowest partitions (`limits.rs`), so each
+///   instance then has a slot of its own and the parts add up exactly.
+/// - **Few moves.** Each (partition, instance) pair has a weight, a fixed hash of the two; the
+///   pairs are taken heaviest first, each partition going to the first instance it meets that
+///   still has room (rendezvous hashing with bounded loads), the low partitions first. A join
+///   or a leave therefore moves about the partitions it must and a few more to keep the
+///   balance (256 partitions over 32 instances: a join moves about 23, where a split by
+///   `p % n` moved nearly all of them, and every move is a handover to wait for).
 pub(crate) fn fair_share(me: Uuid, peers: &[Uuid], partitions: u32) -> Vec<bool> {
     let mut all: Vec<Uuid> = peers.to_vec();
     all.push(me);
     all.sort_unstable();
     all.dedup();
     let n = all.len();
-    let i = all.iter().position(|id| *id == me).unwrap_or(0);
-    (0..partitions as usize).map(|p| p % n == i).collect()
+    let p = partitions as usize;
+    let mut room: Vec<usize> = (0..n).map(|i| p / n + usize::from(i < p % n)).collect();
+    let mut owner: Vec<Option<usize>> = vec![None; p];
+    let low = n.min(p) as u32;
+    // One low partition each: no instance takes a second until every other has one.
+    let mut low_room: Vec<usize> = room.iter().map(|&r| r.min(1)).collect();
+    assign(&all, 0..low, &mut low_room, &mut owner);
+    for (i, left) in low_room.iter().enumerate() {
+        room[i] -= room[i].min(1) - left;
+    }
+    assign(&all, low..partitions, &mut room, &mut owner);
+    let mine = all.iter().position(|id| *id == me);
+    owner.iter().map(|o| o.is_some() && *o == mine).collect()
+}
+
+/// Gives each partition of `range` to an instance of `all` with room left, taking the
+/// (partition, instance) pairs heaviest first.
+fn assign(
+    all: &[Uuid],
+    range: std::ops::Range<u32>,
+    room: &mut [usize],
+    owner: &mut [Option<usize>],
+) {
+    let mut pairs: Vec<(u64, u32, usize)> = range
+        .flat_map(|q| {
+            all.iter()
+                .enumerate()
+                .map(move |(i, id)| (weight(*id, q), q, i))
+        })
+        .collect();
+    pairs.sort_unstable_by(|a, b| b.cmp(a));
+    for (_, q, i) in pairs {
+        let slot = &mut owner[q as usize];
+        if slot.is_none() && room[i] > 0 {
+            *slot = Some(i);
+            room[i] -= 1;
+        }
+    }
+}
+
+/// The weight of instance `id` for `partition`: SplitMix64's finaliser over both, fixed
+/// forever (every build, every platform) so that instances of different builds agree.
+fn weight(id: Uuid, partition: u32) -> u64 {
+    let bits = id.as_u128();
+    mix((bits >> 64) as u64 ^ mix(bits as u64 ^ mix(u64::from(partition))))
+}
+
+/// SplitMix64's step and finaliser.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The machine's name (Linux: the kernel's; elsewhere `HOSTNAME`), without control
@@ -210,26 +271,83 @@ fn host_name() -> String {
 mod tests {
     use super::*;
 
+    /// Every instance's share of `partitions` among `ids`.
+    fn shares(ids: &[Uuid], partitions: u32) -> Vec<Vec<bool>> {
+        ids.iter()
+            .map(|me| fair_share(*me, ids, partitions))
+            .collect()
+    }
+
+    /// Partitions whose owner differs between two splits over instances (`ids`, the first
+    /// `before` of them, then the first `after`).
+    fn moved(ids: &[Uuid], before: usize, after: usize, partitions: u32) -> usize {
+        let owners = |n: usize| -> Vec<Option<Uuid>> {
+            let s = shares(&ids[..n], partitions);
+            (0..partitions as usize)
+                .map(|p| (0..n).find(|&i| s[i][p]).map(|i| ids[i]))
+                .collect()
+        };
+        let (a, b) = (owners(before), owners(after));
+        a.iter().zip(&b).filter(|(x, y)| x != y).count()
+    }
+
     #[test]
     fn the_fair_share_splits_the_partitions_evenly_and_the_same_way_everywhere() {
-        let ids: Vec<Uuid> = (1..=3u128).map(Uuid::from_u128).collect();
-        let shares: Vec<Vec<bool>> = ids.iter().map(|me| fair_share(*me, &ids, 8)).collect();
-        let counts: Vec<usize> = shares
-            .iter()
-            .map(|s| s.iter().filter(|x| **x).count())
-            .collect();
-        assert_eq!(counts, [3, 3, 2]);
-        for p in 0..8 {
-            assert_eq!(
-                shares.iter().filter(|s| s[p]).count(),
-                1,
-                "partition {p} has one owner"
+        for (n, partitions) in [(3usize, 8u32), (32, 256), (5, 3), (7, 100), (1, 4)] {
+            let ids: Vec<Uuid> = (1..=n as u128)
+                .map(|i| Uuid::from_u128(i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835)))
+                .collect();
+            let shares = shares(&ids, partitions);
+            let mut counts: Vec<usize> = shares
+                .iter()
+                .map(|s| s.iter().filter(|x| **x).count())
+                .collect();
+            counts.sort_unstable();
+            let (low, high) = (partitions as usize / n, (partitions as usize).div_ceil(n));
+            assert!(
+                counts.iter().all(|&c| c == low || c == high),
+                "{partitions} over {n}: {counts:?}"
             );
+            for p in 0..partitions as usize {
+                assert_eq!(
+                    shares.iter().filter(|s| s[p]).count(),
+                    1,
+                    "partition {p} of {partitions} over {n} has one owner"
+                );
+            }
+            // Its own row missing from what it read changes nothing for it.
+            let last = ids[n - 1];
+            assert_eq!(fair_share(last, &ids[..n - 1], partitions), shares[n - 1]);
         }
         // Alone (or before the others are seen), an instance takes every partition.
-        assert!(fair_share(ids[1], &[], 8).iter().all(|x| *x));
-        // Its own row missing from what it read changes nothing for it.
-        assert_eq!(fair_share(ids[2], &ids[..2], 8), shares[2]);
+        assert!(fair_share(Uuid::from_u128(2), &[], 8).iter().all(|x| *x));
+    }
+
+    #[test]
+    fn a_join_or_a_leave_moves_few_partitions() {
+        let ids: Vec<Uuid> = (0..40u128)
+            .map(|i| {
+                Uuid::from_u128((i + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93_A5B3_5A1C_0F3E_2B47))
+            })
+            .collect();
+        // 256 over 32: a fair move is 256/33 ≈ 8 for a join, 8 for a leave; `p % n` moved ~240.
+        let join = moved(&ids, 32, 33, 256);
+        let leave = moved(&ids, 32, 31, 256);
+        let burst = moved(&ids, 32, 40, 256);
+        assert!(join <= 32, "a join moved {join} of 256");
+        assert!(leave <= 32, "a leave moved {leave} of 256");
+        assert!(burst <= 100, "eight joins moved {burst} of 256");
+    }
+
+    #[test]
+    fn the_weights_are_fixed_forever() {
+        // Instances of different builds must agree: the weight is pinned here.
+        assert_eq!(mix(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(
+            weight(Uuid::from_u128(1), 0),
+            weight(Uuid::from_u128(1), 0),
+            "deterministic"
+        );
     }
 
     #[test]
