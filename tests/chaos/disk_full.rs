@@ -10,11 +10,20 @@
 //! and enqueues resumed by themselves once the space was back. It prints its figures: the
 //! refusals during the fault, and the time from the free to the next delivery and to the next
 //! accepted enqueue.
+//!
+//! `wal` fills the other disk a database has: its WAL (`pg_wal`) on a 96 MiB filesystem of its
+//! own, the tables on the ordinary one. A physical replication slot that nobody reads (a replica
+//! gone for good: the usual way WAL fills a disk in production) keeps every segment, and a
+//! logged table of random bytes writes WAL until a write of it fails. PostgreSQL cannot go on
+//! without its WAL: the writing process PANICs and the server restarts, again and again, or
+//! stays down if its recovery cannot write either. Twelve seconds later the operator's fix:
+//! the disk grown by 64 MiB (as a volume is grown), the server started if it had stopped, the
+//! slot dropped and a checkpoint run. The same is asserted as for the tables' disk.
 
 use std::time::Duration;
 
-use outbox_tests::TestDb;
 use outbox_tests::pg::{Cluster, Limits};
+use outbox_tests::{TestDb, wait_for};
 use sqlx::{Connection, PgConnection};
 
 use crate::fault::{Fault, LEASE, run_through};
@@ -37,6 +46,146 @@ async fn postgres() {
     let mut fault = FullDisk { filler: None };
     let outcome = run_through(db, 0xD15C_0001, &mut fault, FULL_FOR).await;
     outcome.assert_recovered("the full disk", LEASE * 4, true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wal() {
+    let limits = Limits {
+        wal_disk_mib: Some(WAL_DISK_MIB),
+        ..Limits::default()
+    };
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start_limited(limits))
+        .await
+        .expect("cluster start task")
+        .unwrap_or_else(|e| panic!("cannot start a PostgreSQL with its WAL on a small disk: {e}"));
+    let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+    let mut fault = FullWal {
+        cluster: &cluster,
+        log_from: 0,
+    };
+    let outcome = run_through(db, 0xD15C_0002, &mut fault, FULL_FOR).await;
+    outcome.assert_recovered("the WAL's full disk", LEASE * 4, true);
+}
+
+/// The WAL's filesystem, in MiB.
+const WAL_DISK_MIB: u32 = 96;
+/// What the operator grows it by.
+const WAL_GROWN_BY_MIB: u32 = 64;
+/// The replication slot of a replica gone for good.
+const SLOT: &str = "replica_gone";
+
+/// The WAL's disk filled through a slot that keeps every segment, then grown.
+struct FullWal<'a> {
+    cluster: &'a Cluster,
+    /// Where the server's log stood when the fault began.
+    log_from: usize,
+}
+
+impl Fault for FullWal<'_> {
+    fn name(&self) -> &'static str {
+        "WAL disk full"
+    }
+
+    async fn begin(&mut self, run: &Run) -> String {
+        self.log_from = self.cluster.log().len();
+        let mut conn = PgConnection::connect(run.db.url())
+            .await
+            .expect("connect the WAL filler");
+        sqlx::query("SELECT pg_create_physical_replication_slot($1, true)")
+            .bind(SLOT)
+            .execute(&mut conn)
+            .await
+            .expect("create the slot");
+        sqlx::raw_sql("CREATE TABLE wal_filler (b bytea)")
+            .execute(&mut conn)
+            .await
+            .expect("create the WAL filler table");
+        let noise = noise(1024 * 1024);
+        let mut written = 0u64;
+        let failed = loop {
+            let insert = sqlx::query("INSERT INTO wal_filler VALUES ($1)")
+                .bind(&noise)
+                .execute(&mut conn)
+                .await;
+            match insert {
+                Ok(_) => written += noise.len() as u64,
+                Err(e) => {
+                    break e
+                        .as_database_error()
+                        .map_or_else(|| e.to_string(), |d| d.message().to_owned());
+                }
+            }
+            assert!(
+                written < u64::from(WAL_DISK_MIB) * 4 * 1024 * 1024,
+                "{} MiB of WAL written and its {WAL_DISK_MIB} MiB disk not full",
+                written / (1024 * 1024)
+            );
+        };
+        let log = self.cluster.log();
+        let panicked = log[self.log_from.min(log.len())..]
+            .lines()
+            .find(|l| l.contains("PANIC:"))
+            .map(|l| {
+                l.split_once("PANIC:")
+                    .map_or(l, |(_, m)| m)
+                    .trim()
+                    .to_owned()
+            });
+        format!(
+            "a slot kept the WAL of {} MiB of rows until its disk was full; the filler's \
+             insert failed ({failed}); the server logged PANIC: {}",
+            written / (1024 * 1024),
+            panicked.as_deref().unwrap_or("no PANIC logged")
+        )
+    }
+
+    async fn end(&mut self, run: &Run) -> String {
+        let cluster = self.cluster;
+        let grown = WAL_DISK_MIB + WAL_GROWN_BY_MIB;
+        cluster
+            .grow_wal_disk(grown)
+            .unwrap_or_else(|e| panic!("cannot grow the WAL's disk: {e}"));
+        let was_down = !cluster.is_running();
+        if was_down {
+            tokio::task::block_in_place(|| cluster.restart())
+                .unwrap_or_else(|e| panic!("the server did not start on the grown disk: {e}"));
+        }
+        let mut conn = wait_for(
+            Duration::from_secs(60),
+            "the server takes connections again",
+            || async { PgConnection::connect(run.db.url()).await.ok() },
+        )
+        .await;
+        sqlx::query("SELECT pg_drop_replication_slot($1)")
+            .bind(SLOT)
+            .execute(&mut conn)
+            .await
+            .expect("drop the slot");
+        sqlx::raw_sql("DROP TABLE wal_filler; CHECKPOINT")
+            .execute(&mut conn)
+            .await
+            .expect("drop the filler and checkpoint");
+        let restarts = cluster.log()[self.log_from.min(cluster.log().len())..]
+            .matches("all server processes terminated; reinitializing")
+            .count();
+        format!(
+            "the WAL's disk grown to {grown} MiB{}, the slot dropped and a checkpoint run; the \
+             server had restarted by itself {restarts} times",
+            if was_down {
+                " and the stopped server started"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// `len` random bytes (TOAST cannot compress them).
+fn noise(len: usize) -> Vec<u8> {
+    let mut rng = outbox_tests::Rng::new(0xF111);
+    (0..len / 8)
+        .flat_map(|_| rng.next_u64().to_le_bytes())
+        .collect()
 }
 
 /// The disk filled by another table, then freed by dropping it.
@@ -92,10 +241,7 @@ impl Filler {
     /// here once (TOAST cannot compress them), so filling costs the database only the writes.
     /// Returns the bytes written.
     async fn fill(&mut self) -> u64 {
-        let mut rng = outbox_tests::Rng::new(0xF111);
-        let noise: Vec<u8> = (0..4 * 1024 * 1024 / 8)
-            .flat_map(|_| rng.next_u64().to_le_bytes())
-            .collect();
+        let noise = noise(4 * 1024 * 1024);
         let mut written = 0u64;
         for size in [4 * 1024 * 1024usize, 64 * 1024, 4 * 1024] {
             loop {

@@ -373,6 +373,14 @@ impl Fleet {
     }
 }
 
+impl Drop for Fleet {
+    /// A run that failed midway leaves no process behind: 32 debug dispatchers retrying
+    /// against a stopped database would starve every test after it.
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
 /// Whether every instance answered and leads ⌊P/n⌋ or ⌈P/n⌉ partitions, all P together.
 fn fair(counts: &[Option<usize>]) -> bool {
     let n = counts.len();

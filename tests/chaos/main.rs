@@ -36,6 +36,7 @@ mod fault;
 mod fleet;
 mod membership;
 mod network;
+mod pooler;
 mod procs;
 mod run;
 mod turn;

@@ -21,6 +21,8 @@ const RUST_WORKERS: usize = 4;
 /// The parts of one run.
 pub(crate) struct Run {
     pub(crate) db: TestDb,
+    /// The URL the workers connect with (the database's, or a pooler's in front of it).
+    pub(crate) url: String,
     pub(crate) logs: Logs,
     pub(crate) destination: Receiver,
     pub(crate) config: PathBuf,
@@ -58,6 +60,7 @@ impl Run {
             .map(|i| Dispatcher::start(&config, &format!("d{i}")))
             .collect();
         Run {
+            url: db.url().to_owned(),
             db,
             logs,
             destination,
@@ -73,7 +76,7 @@ impl Run {
 
     /// Four Rust workers (`w0{tag}`…) and a Python one (`py{tag}`), for `period`.
     pub(crate) fn start_workers(&mut self, tag: &str, period: Duration) {
-        let url = self.db.url().to_owned();
+        let url = self.url.clone();
         for i in 0..=RUST_WORKERS {
             let spec = WorkerSpec {
                 name: if i < RUST_WORKERS {

@@ -73,6 +73,9 @@ pub struct Limits {
     /// process, which must be root), so that it fills up; its WAL kept to 32-48 MB, so that the
     /// tables fill it rather than the WAL.
     pub disk_mib: Option<u32>,
+    /// The WAL (`pg_wal`) on a filesystem of its own of this many MiB (a tmpfs, as above),
+    /// the tables' files on the ordinary one: the WAL's disk fills up, not the tables'.
+    pub wal_disk_mib: Option<u32>,
     /// `max_connections` (400 otherwise), with none reserved for superusers: the test's logins
     /// are superusers, and would otherwise still get in when every other slot is taken; and
     /// every connection logged (`log_connections`).
@@ -149,6 +152,22 @@ impl Cluster {
             let disk = disk.to_str().expect("temp dir paths are UTF-8");
             cluster.run("mount", &["-t", "tmpfs", "-o", &size, "tmpfs", disk], false)?;
         }
+        if let Some(mib) = limits.wal_disk_mib {
+            if !running_as_root() {
+                return Err(format!(
+                    "a cluster whose WAL is on a {mib} MiB filesystem of its own needs root (to \
+                     mount a tmpfs); run the tests as root, as CI does"
+                ));
+            }
+            let disk = cluster.wal_disk();
+            std::fs::create_dir(&disk).map_err(|e| format!("cannot create {disk:?}: {e}"))?;
+            let size = format!("size={mib}m,mode=0700");
+            cluster.run(
+                "mount",
+                &["-t", "tmpfs", "-o", &size, "tmpfs", &disk],
+                false,
+            )?;
+        }
         if as_postgres_user {
             cluster.run(
                 "chown",
@@ -158,21 +177,22 @@ impl Cluster {
         }
         cluster.watch_this_process()?;
         let data = cluster.data_dir();
-        cluster.run(
-            "initdb",
-            &[
-                "-D",
-                &data,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-            ],
-            true,
-        )?;
+        let mut initdb = vec![
+            "-D",
+            &data,
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ];
+        let wal = format!("{}/pg_wal", cluster.wal_disk());
+        if limits.wal_disk_mib.is_some() {
+            initdb.extend(["-X", &wal]);
+        }
+        cluster.run("initdb", &initdb, true)?;
         let mut cluster = cluster;
         let mut last_error = String::new();
         // A port found free can be taken before the server binds it: try a few.
@@ -199,6 +219,24 @@ impl Cluster {
             self.port,
             self.dir_str()
         )
+    }
+
+    /// Grows the WAL's filesystem ([`Limits::wal_disk_mib`]) to `mib` MiB, as an operator
+    /// grows a full volume; the server need not run.
+    pub fn grow_wal_disk(&self, mib: u32) -> Result<(), String> {
+        if self.limits.wal_disk_mib.is_none() {
+            return Err("this cluster's WAL is not on a filesystem of its own".to_owned());
+        }
+        let size = format!("remount,size={mib}m");
+        self.run("mount", &["-o", &size, &self.wal_disk()], false)
+    }
+
+    /// Whether the server's postmaster runs (its pid file names a live process).
+    pub fn is_running(&self) -> bool {
+        std::fs::read_to_string(format!("{}/postmaster.pid", self.data_dir()))
+            .ok()
+            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
+            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
     }
 
     /// Stops the server cleanly, keeping its files.
@@ -283,9 +321,9 @@ impl Cluster {
             ),
             None => "-c max_connections=400".to_owned(),
         };
-        let wal = match self.limits.disk_mib {
-            Some(_) => " -c max_wal_size=48MB -c min_wal_size=32MB",
-            None => "",
+        let wal = match (self.limits.disk_mib, self.limits.wal_disk_mib) {
+            (Some(_), _) | (_, Some(_)) => " -c max_wal_size=48MB -c min_wal_size=32MB",
+            _ => "",
         };
         let options = format!(
             "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
@@ -304,6 +342,11 @@ impl Cluster {
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
             format!("{e}\nserver log:\n{tail}")
         })
+    }
+
+    /// Where the WAL's own filesystem is mounted ([`Limits::wal_disk_mib`]).
+    fn wal_disk(&self) -> String {
+        format!("{}/wal", self.dir_str())
     }
 
     fn data_dir(&self) -> String {
@@ -373,10 +416,13 @@ impl Cluster {
                 self.data_dir()
             )
         };
-        let unmount = match self.limits.disk_mib {
-            Some(_) => format!("umount -l {}/disk >/dev/null 2>&1; ", self.dir_str()),
-            None => String::new(),
-        };
+        let mut unmount = String::new();
+        if self.limits.disk_mib.is_some() {
+            unmount += &format!("umount -l {}/disk >/dev/null 2>&1; ", self.dir_str());
+        }
+        if self.limits.wal_disk_mib.is_some() {
+            unmount += &format!("umount -l {} >/dev/null 2>&1; ", self.wal_disk());
+        }
         let script = format!(
             "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop} >/dev/null 2>&1; {unmount}rm -rf {dir}",
             pid = std::process::id(),

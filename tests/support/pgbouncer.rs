@@ -29,6 +29,27 @@ impl PoolMode {
     }
 }
 
+/// The pool's limits: how many server connections one database and user get, and how long a
+/// client's query may wait for one before PgBouncer ends its connection (`query_wait_timeout`,
+/// SQLSTATE 08P01).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pool {
+    /// `default_pool_size`.
+    pub size: u32,
+    /// `query_wait_timeout` in seconds (PgBouncer's default: 120).
+    pub query_wait_timeout_s: u32,
+}
+
+impl Default for Pool {
+    /// As the tests usually run it: 20 server connections, PgBouncer's own wait.
+    fn default() -> Pool {
+        Pool {
+            size: 20,
+            query_wait_timeout_s: 120,
+        }
+    }
+}
+
 /// A running PgBouncer.
 #[derive(Debug)]
 pub struct PgBouncer {
@@ -49,6 +70,11 @@ impl PgBouncer {
     /// Starts PgBouncer in `mode` in front of the server `server_url` names (its host, port
     /// and user; every database name passes through).
     pub fn start(server_url: &str, mode: PoolMode) -> Result<PgBouncer, String> {
+        PgBouncer::start_with(server_url, mode, Pool::default())
+    }
+
+    /// As [`PgBouncer::start`], with the pool's limits `pool`.
+    pub fn start_with(server_url: &str, mode: PoolMode, pool: Pool) -> Result<PgBouncer, String> {
         let exe = program().ok_or_else(|| HOW_TO_GET_PGBOUNCER.to_owned())?;
         let server = url::Url::parse(server_url).map_err(|e| format!("{server_url}: {e}"))?;
         let host = server.host_str().unwrap_or("127.0.0.1").to_owned();
@@ -79,12 +105,15 @@ impl PgBouncer {
                  auth_file = {dir}/users.txt\n\
                  pool_mode = {mode}\n\
                  ignore_startup_parameters = extra_float_digits\n\
-                 default_pool_size = 20\n\
+                 default_pool_size = {size}\n\
+                 query_wait_timeout = {wait}\n\
                  max_client_conn = 500\n\
                  logfile = {dir}/pgbouncer.log\n\
                  pidfile = {dir}/pgbouncer.pid\n",
                 dir = dir.display(),
                 mode = mode.as_str(),
+                size = pool.size,
+                wait = pool.query_wait_timeout_s,
             );
             write(&dir.join("pgbouncer.ini"), &ini)?;
             write(&dir.join("users.txt"), &format!("\"{user}\" \"\"\n"))?;
