@@ -1,6 +1,7 @@
-//! What the production-fault runs (`disk_full.rs`, `connections.rs`) measure besides the
-//! chaos checker's counts: the workers' refusals during the fault and whether each said the
-//! database was unavailable, and the time from the fault's end to the next stored op.
+//! What the production-fault runs (`disk_full.rs`, `connections.rs`, `pooler.rs`,
+//! `network.rs`) measure besides the chaos checker's counts: the workers' refusals during the
+//! fault and whether each said the database was unavailable, and the time from the fault's end
+//! to the next stored op.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

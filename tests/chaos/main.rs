@@ -23,6 +23,12 @@
 //! The failover variant (`failover::*`, `failover.rs`) runs workers and dispatchers through
 //! HAProxy in front of two PostgreSQL nodes under Patroni and SIGKILLs the primary.
 //!
+//! The production faults (`fault.rs` runs each through the same workers, dispatchers and
+//! checker): a full disk (`disk_full.rs`, the tables' and the WAL's), no connections left
+//! (`connections.rs`), a pooler's pool exhausted (`pooler.rs`), a dispatcher cut from the
+//! database or the destination or behind a slow link (`network.rs`); and 32 dispatchers on 256
+//! partitions in bursts (`fleet.rs`).
+//!
 //! `CHAOS_SECONDS` (default 60, 40 for the membership variant; at least 15) sets how long the
 //! faults go on, for longer soaks; `CHAOS_SEED` replaces the fixed seed of the driver, the
 //! workers and the destination.
