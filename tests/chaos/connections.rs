@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use outbox_tests::TestDb;
 use outbox_tests::pg::{Cluster, Limits};
 use sqlx::{Connection, PgConnection};
 
-use crate::fault::{Fault, LEASE, run_through};
+use crate::fault::{Fault, LEASE, limited_cluster, run_through};
 use crate::run::Run;
 
 /// How long every slot stays taken.
@@ -34,11 +33,7 @@ async fn postgres() {
         max_connections: Some(SLOTS),
         ..Limits::default()
     };
-    let cluster = tokio::task::spawn_blocking(move || Cluster::start_limited(limits))
-        .await
-        .expect("cluster start task")
-        .unwrap_or_else(|e| panic!("cannot start a PostgreSQL with few connections: {e}"));
-    let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+    let (cluster, db) = limited_cluster(limits, "with few connections").await;
     let name = db
         .url()
         .rsplit('/')

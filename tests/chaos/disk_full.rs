@@ -23,10 +23,10 @@
 use std::time::Duration;
 
 use outbox_tests::pg::{Cluster, Limits};
-use outbox_tests::{TestDb, wait_for};
+use outbox_tests::wait_for;
 use sqlx::{Connection, PgConnection};
 
-use crate::fault::{Fault, LEASE, run_through};
+use crate::fault::{Fault, LEASE, limited_cluster, run_through};
 use crate::run::Run;
 
 /// How long the disk stays full.
@@ -38,11 +38,7 @@ async fn postgres() {
         disk_mib: Some(160),
         ..Limits::default()
     };
-    let cluster = tokio::task::spawn_blocking(move || Cluster::start_limited(limits))
-        .await
-        .expect("cluster start task")
-        .unwrap_or_else(|e| panic!("cannot start a PostgreSQL on a small disk: {e}"));
-    let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+    let (_cluster, db) = limited_cluster(limits, "on a small disk").await;
     let mut fault = FullDisk { filler: None };
     let outcome = run_through(db, 0xD15C_0001, &mut fault, FULL_FOR).await;
     outcome.assert_recovered("the full disk", LEASE * 4, true);
@@ -54,11 +50,7 @@ async fn wal() {
         wal_disk_mib: Some(WAL_DISK_MIB),
         ..Limits::default()
     };
-    let cluster = tokio::task::spawn_blocking(move || Cluster::start_limited(limits))
-        .await
-        .expect("cluster start task")
-        .unwrap_or_else(|e| panic!("cannot start a PostgreSQL with its WAL on a small disk: {e}"));
-    let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+    let (cluster, db) = limited_cluster(limits, "with its WAL on a small disk").await;
     let mut fault = FullWal {
         cluster: &cluster,
         log_from: 0,

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use outbox_tests::pg::{Cluster, Limits};
 use outbox_tests::{Received, Rng, TestDb};
 use time::OffsetDateTime;
 
@@ -15,6 +16,17 @@ use crate::run::{Run, say};
 /// Seconds with a tenth, or "none".
 pub(crate) fn seconds(d: Option<Duration>) -> String {
     d.map_or("none".to_owned(), |d| format!("{:.1} s", d.as_secs_f64()))
+}
+
+/// A PostgreSQL of the run's own, short of what `limits` says (`what` names that in the
+/// failure message), and a migrated-to-be database on it.
+pub(crate) async fn limited_cluster(limits: Limits, what: &str) -> (Cluster, TestDb) {
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start_limited(limits))
+        .await
+        .expect("cluster start task")
+        .unwrap_or_else(|e| panic!("cannot start a PostgreSQL {what}: {e}"));
+    let db = TestDb::postgres_on(&cluster.url("postgres")).await;
+    (cluster, db)
 }
 
 /// From `at` to the first op stored after it.
