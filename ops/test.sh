@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command (README "Set up"): format check, clippy with warnings as errors, then the
-# whole test suite. PostgreSQL tests start a throwaway cluster from the local binaries, or use
+# The test command (README "Set up"): format check, clippy with warnings as errors, rustdoc
+# with warnings as errors, the Markdown link check, then the whole test suite (doctests
+# included). PostgreSQL tests start a throwaway cluster from the local binaries, or use
 # DATABASE_URL when it is set; when neither exists and we run as root, the binaries are
 # installed with apt-get first. The console's browser test needs Debian's chromium and
 # chromium-driver, and the pooler tests Debian's pgbouncer, installed the same way. SQL Server
@@ -84,6 +85,16 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo check -p outboxctl (outboxctl builds without the daemon: no HTTP client, no loops; only the console's server)" && cargo check -p outboxctl --locked
+
+# Issue 39: the docs are a README and a guide under docs/. Rustdoc's warnings (a broken
+# intra-doc link, say) fail the run, and so does a relative link or #anchor of a tracked .md
+# file that leads nowhere. The README's and the guide's Rust examples are doctests of
+# outbox-producer (producer/src/lib.rs), compiled by the `cargo test` step below.
+echo "== cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+echo "== Markdown links (ops/check-links.py: its self-test, then every tracked .md file)"
+python3 ops/check-links.py --self-test
+python3 ops/check-links.py
 
 # Issue 35: no two files of a crate take names from each other, directly or through others.
 echo "== module circles (ops/check-module-cycles.py: its self-test, then every crate's src)"

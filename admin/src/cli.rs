@@ -48,7 +48,7 @@ pub(crate) struct Global {
     pub(crate) max_body_bytes: usize,
 
     /// A key ops' content is encrypted with, ID=file:/path or ID=env:NAME (repeat it, or list
-    /// them comma-separated in OUTBOX_KEYS); with --config, the file's [encryption] keys too.
+    /// them comma-separated in OUTBOX_KEYS); with --config, the file's `[encryption]` keys too.
     /// `show --body` decrypts with them, `keys rotate` reads with them.
     #[arg(long = "encryption-key", env = "OUTBOX_KEYS", global = true, value_delimiter = ',', value_name = "ID=SOURCE", value_parser = parse_key_source)]
     pub(crate) keys: Vec<(String, String)>,

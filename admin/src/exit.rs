@@ -68,7 +68,7 @@ impl From<outbox_store::StoreError> for CliError {
             return CliError::new(
                 DENIED,
                 format!(
-                    "{e} (this login's roles do not allow it: README, \"Security\", says which \
+                    "{e} (this login's roles do not allow it: docs/security.md says which \
                      role each command needs)"
                 ),
             );

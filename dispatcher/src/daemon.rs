@@ -51,7 +51,7 @@ pub enum Error {
 /// must never serve at once (G12).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "dispatcher.partitions is {configured}, but {}; two counts would split the ops differently. Set dispatcher.partitions = {} here, or change the count of every dispatcher at once with `outboxctl partitions set {configured} --reason …` (running dispatchers step down and follow it; README: changing the partition count)",
+    "dispatcher.partitions is {configured}, but {}; two counts would split the ops differently. Set dispatcher.partitions = {} here, or change the count of every dispatcher at once with `outboxctl partitions set {configured} --reason …` (running dispatchers step down and follow it; docs/dispatcher.md: changing the partition count)",
     describe(self),
     self.in_force.as_ref().map_or_else(|| self.live.first().map_or(0, |l| l.1), |c| c.partitions)
 )]

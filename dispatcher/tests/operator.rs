@@ -1,5 +1,5 @@
 //! Operator actions are exact (issue 28): what an operator changes while three dispatchers
-//! run takes effect on every one of them when the command returns, as the README says, with
+//! run takes effect on every one of them when the command returns, as docs/operating.md says, with
 //! ops arriving all the while. Each test races the command (the store call `outboxctl` makes)
 //! against the dispatchers and checks what the destination, a real server on 127.0.0.1,
 //! received.

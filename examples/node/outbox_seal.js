@@ -1,5 +1,5 @@
-// fenced-outbox's encryption at rest for producers over the SQL API (README, "Encryption at
-// rest"), with Node's own crypto.
+// fenced-outbox's encryption at rest for producers over the SQL API (docs/security.md,
+// "Encryption at rest"), with Node's own crypto.
 //
 // With a key configured, a producer stores an op's body, and each header value, sealed: the
 // dispatcher opens them right before sending, with the key the envelope names. The envelope,

@@ -129,7 +129,7 @@ async function connect(url, secrets) {
 
 async function ensureTable(client) {
   // Only when it is missing: a worker whose login holds outbox_producer and rights on the
-  // table alone (README, "Security") may not create tables, not even IF NOT EXISTS.
+  // table alone (docs/security.md) may not create tables, not even IF NOT EXISTS.
   const missing = await client.query("SELECT to_regclass('account_statements') IS NULL AS missing");
   if (!missing.rows[0].missing) return;
   try {

@@ -1,4 +1,4 @@
-"""fenced-outbox's encryption at rest for producers over the SQL API (README, "Encryption at rest").
+"""fenced-outbox's encryption at rest for producers over the SQL API (docs/security.md).
 
 With a key configured, a producer stores an op's body, and each header value, sealed: the
 dispatcher opens them right before sending, with the key the envelope names, and nothing else

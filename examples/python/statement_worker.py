@@ -145,7 +145,7 @@ def first_line(text: str) -> str:
 
 def ensure_table(conn: psycopg.Connection) -> None:
     # Only when it is missing: a worker whose login holds outbox_producer and rights on the
-    # table alone (README, "Security") may not create tables, not even IF NOT EXISTS.
+    # table alone (docs/security.md) may not create tables, not even IF NOT EXISTS.
     if not conn.execute("SELECT to_regclass('account_statements') IS NULL").fetchone()[0]:
         return
     # UniqueViolation: another worker created it at the same moment.

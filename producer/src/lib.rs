@@ -55,3 +55,15 @@ pub use outbox_store::{
 };
 /// The sqlx version whose transactions [`Outbox::enqueue_in`] takes.
 pub use sqlx;
+
+/// The Rust examples of the README and of the guide's pages under `docs/`, compiled as doctests
+/// by `cargo test --doc` so that the docs a newcomer copies from keep building (issue 39).
+#[cfg(doctest)]
+pub mod docs_examples {
+    #[doc = include_str!("../../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../../docs/producers.md")]
+    pub struct Producers;
+    #[doc = include_str!("../../docs/sql-server.md")]
+    pub struct SqlServer;
+}

@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(k.open_content("ledger", &headers(), BODY).unwrap(), None);
     }
 
-    /// The envelope every language writes (README, "Encryption at rest"): these bytes are
+    /// The envelope every language writes (docs/security.md, "Encryption at rest"): these bytes are
     /// what examples/python/outbox_seal.py and examples/node/outbox_seal.js produce for the
     /// same key, id, destination and plaintext.
     #[test]

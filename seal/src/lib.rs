@@ -7,7 +7,7 @@
 //! ([`Keys::reseal_content`]). A value without the envelope's mark is clear, as an older
 //! producer wrote it, and is sent as it is.
 //!
-//! The format, for producers in any language (README, "Encryption at rest"):
+//! The format, for producers in any language (docs/security.md, "Encryption at rest"):
 //!
 //! | bytes | field |
 //! |---|---|

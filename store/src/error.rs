@@ -61,8 +61,8 @@ pub enum StoreErrorKind {
     Retryable,
     /// The database could not be reached or refused connections.
     Unavailable,
-    /// The login lacks a right the statement needs: its roles' grants do not cover it (README,
-    /// "Security"). Retrying does not help; a role administrator's grant does.
+    /// The login lacks a right the statement needs: its roles' grants do not cover it
+    /// (docs/security.md). Retrying does not help; a role administrator's grant does.
     Denied,
     /// Anything else; usually a bug or a schema that does not match this build.
     Other,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::model::TtlBounds;
 
-/// How a [`Store`] connects and what it accepts.
+/// How a [`Store`](crate::Store) connects and what it accepts.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// The allowed lease time to live. Default: 5 s..=300 s, as in the seed.

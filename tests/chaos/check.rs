@@ -589,7 +589,7 @@ impl Report {
     /// before another op's request of the key had been answered. The dispatcher sends one op of
     /// a key at a time (G8), but a copy held in the network, or an answer the destination keeps
     /// past the dispatcher's timeout, can still be there when the next op arrives: counted and
-    /// shown (README, "What a destination must do"), not a failure.
+    /// shown (docs/guarantees.md, "What a destination must do"), not a failure.
     fn count_overlaps(&mut self, ix: &Index<'_>, ops: &[StoredOp]) {
         let mut streams: BTreeMap<&str, Vec<(&str, &Received)>> = BTreeMap::new();
         for op in ops {

@@ -14,7 +14,7 @@
 //!   queue, past the 3 s lease: the seed's "40 seconds in a network queue") while its database
 //!   link is cut, so the other dispatcher takes over and sends the same ops again; `d0`'s
 //!   copies arrive after them. The destination sees the same idempotency key, body and
-//!   `X-Fencing-Token` on both (README, "What a destination must do").
+//!   `X-Fencing-Token` on both (docs/guarantees.md, "What a destination must do").
 //!
 //! Each is checked by the chaos checker's counts and prints the time from the fault's end to
 //! the next delivery. The kernel here has no `netem` (`CONFIG_NET_SCH_NETEM` is not set), so

@@ -1,7 +1,7 @@
 //! What operators ask of the outbox and the fixes they apply (`outboxctl`): status, list, show,
 //! replay, cancel, purge, rejections and tail. This module holds what they read and what they
-//! report; the rules and flows of replay, cancel and purge live once in [`change`], the
-//! statements' binding and decoding of both sqlx backends once in [`sqlx_admin`]; each backend
+//! report; the rules and flows of replay, cancel and purge live once in `change`, the
+//! statements' binding and decoding of both sqlx backends once in `sqlx_admin`; each backend
 //! reads and writes with its own `sql/<backend>/admin_*.sql`. [`Change`] (who changes ops and
 //! why) is defined in `model/change.rs` and re-exported here.
 //!

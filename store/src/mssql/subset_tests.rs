@@ -120,7 +120,7 @@ fn no_form_that_babelfish_refuses() {
         ),
         (
             "ALTER DATABASE ",
-            "database settings belong to the operator (README)",
+            "database settings belong to the operator (docs/sql-server.md)",
         ),
         (
             "MERGE ",

@@ -26,7 +26,7 @@ pub(crate) fn prepare(path: &Path) {
                 path = %path.display(),
                 mode = format!("{:o}", meta.permissions().mode() & 0o777),
                 "every user of this host can read or write the SQLite outbox file, and with it \
-                 every op's body and headers: make it 0600 (or 0660 for a group), README \"Security\""
+                 every op's body and headers: make it 0600 (or 0660 for a group), docs/security.md"
             );
         }
     }
