@@ -365,12 +365,38 @@ def workspace_bins() -> dict[str, str]:
     return bins
 
 
+def doctest_only_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of items under `#[cfg(doctest)]` (a module or a struct, to its closing brace or
+    semicolon): only `cargo test --doc` compiles them, never the image's release build."""
+    spans = []
+    for m in re.finditer(r"#\[cfg\(doctest\)\]", text):
+        depth, i = 0, m.end()
+        while i < len(text):
+            c = text[i]
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif c == ";" and depth == 0:
+                break
+            i += 1
+        spans.append((m.start(), i))
+    return spans
+
+
 def compile_time_includes(member: str) -> list[tuple[Path, Path]]:
-    """(source file, included path) for every include_str!/include_bytes! under a member; for
-    concat!(...) the first literal, a directory prefix."""
+    """(source file, included path) for every include_str!/include_bytes! under a member that a
+    build compiles (not those under `#[cfg(doctest)]`); for concat!(...) the first literal, a
+    directory prefix."""
     found = []
     for rs in (ROOT / member).rglob("*.rs"):
-        for m in re.finditer(r'include_(?:str|bytes)!\(\s*(?:concat!\(\s*)?"([^"]+)"', rs.read_text()):
+        text = rs.read_text()
+        doctest_only = doctest_only_spans(text)
+        for m in re.finditer(r'include_(?:str|bytes)!\(\s*(?:concat!\(\s*)?"([^"]+)"', text):
+            if any(a <= m.start() <= b for a, b in doctest_only):
+                continue
             found.append((rs, (rs.parent / m[1]).resolve()))
     return found
 
