@@ -77,7 +77,7 @@ fn denied(out: &Output) {
     assert_eq!(out.status.code(), Some(7), "{}", text(out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("permission denied") && err.contains("Security"),
+        err.contains("permission denied") && err.contains("docs/security.md"),
         "{err}"
     );
 }
