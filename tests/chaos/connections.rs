@@ -125,7 +125,7 @@ impl Fault for Hog<'_> {
             taken += grab.await.expect("the grabbing task").len();
         }
         let log = self.cluster.log();
-        self.attempts = log[self.log_from.min(log.len())..]
+        self.attempts = crate::fault::log_since(&log, self.log_from)
             .lines()
             .filter(|l| l.contains("connection received: host=127.0.0.1"))
             .count() as u32;

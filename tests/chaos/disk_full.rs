@@ -26,7 +26,7 @@ use outbox_tests::pg::{Cluster, Limits};
 use outbox_tests::wait_for;
 use sqlx::{Connection, PgConnection};
 
-use crate::fault::{Fault, LEASE, limited_cluster, run_through};
+use crate::fault::{Fault, LEASE, limited_cluster, log_since, run_through};
 use crate::run::Run;
 
 /// How long the disk stays full.
@@ -114,7 +114,7 @@ impl Fault for FullWal<'_> {
             );
         };
         let log = self.cluster.log();
-        let panicked = log[self.log_from.min(log.len())..]
+        let panicked = log_since(&log, self.log_from)
             .lines()
             .find(|l| l.contains("PANIC:"))
             .map(|l| {
@@ -157,7 +157,7 @@ impl Fault for FullWal<'_> {
             .execute(&mut conn)
             .await
             .expect("drop the filler and checkpoint");
-        let restarts = cluster.log()[self.log_from.min(cluster.log().len())..]
+        let restarts = log_since(&cluster.log(), self.log_from)
             .matches("all server processes terminated; reinitializing")
             .count();
         format!(

@@ -29,6 +29,11 @@ pub(crate) async fn limited_cluster(limits: Limits, what: &str) -> (Cluster, Tes
     (cluster, db)
 }
 
+/// What a log (a server's, a pooler's) gained after it was `from` bytes long.
+pub(crate) fn log_since(log: &str, from: usize) -> &str {
+    log.get(from..).unwrap_or_default()
+}
+
 /// From `at` to the first op stored after it.
 pub(crate) async fn first_op_after(db: &TestDb, at: OffsetDateTime) -> Option<Duration> {
     db.ops()

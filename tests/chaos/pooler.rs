@@ -126,7 +126,7 @@ impl Fault for Exhausted {
 
     async fn end(&mut self, _run: &Run) -> String {
         let log = self.log();
-        self.logins = log[self.log_from.min(log.len())..]
+        self.logins = crate::fault::log_since(&log, self.log_from)
             .lines()
             .filter(|l| l.contains("login attempt"))
             .count() as u32;

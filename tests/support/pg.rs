@@ -140,33 +140,10 @@ impl Cluster {
             limits,
         };
         if let Some(mib) = limits.disk_mib {
-            if !running_as_root() {
-                return Err(format!(
-                    "a cluster on a {mib} MiB filesystem of its own needs root (to mount a \
-                     tmpfs); run the tests as root, as CI does"
-                ));
-            }
-            let disk = cluster.dir.join("disk");
-            std::fs::create_dir(&disk).map_err(|e| format!("cannot create {disk:?}: {e}"))?;
-            let size = format!("size={mib}m,mode=0700");
-            let disk = disk.to_str().expect("temp dir paths are UTF-8");
-            cluster.run("mount", &["-t", "tmpfs", "-o", &size, "tmpfs", disk], false)?;
+            cluster.mount_small_disk(&format!("{}/disk", cluster.dir_str()), mib, "its data")?;
         }
         if let Some(mib) = limits.wal_disk_mib {
-            if !running_as_root() {
-                return Err(format!(
-                    "a cluster whose WAL is on a {mib} MiB filesystem of its own needs root (to \
-                     mount a tmpfs); run the tests as root, as CI does"
-                ));
-            }
-            let disk = cluster.wal_disk();
-            std::fs::create_dir(&disk).map_err(|e| format!("cannot create {disk:?}: {e}"))?;
-            let size = format!("size={mib}m,mode=0700");
-            cluster.run(
-                "mount",
-                &["-t", "tmpfs", "-o", &size, "tmpfs", &disk],
-                false,
-            )?;
+            cluster.mount_small_disk(&cluster.wal_disk(), mib, "its WAL")?;
         }
         if as_postgres_user {
             cluster.run(
@@ -233,10 +210,32 @@ impl Cluster {
 
     /// Whether the server's postmaster runs (its pid file names a live process).
     pub fn is_running(&self) -> bool {
-        std::fs::read_to_string(format!("{}/postmaster.pid", self.data_dir()))
-            .ok()
-            .and_then(|t| t.lines().next().and_then(|l| l.trim().parse::<u32>().ok()))
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        self.postmaster_pid()
+            .is_ok_and(|pid| Path::new(&format!("/proc/{pid}")).exists())
+    }
+
+    /// The postmaster's pid, from the first line of `postmaster.pid`.
+    fn postmaster_pid(&self) -> Result<u32, String> {
+        let pid_file = format!("{}/postmaster.pid", self.data_dir());
+        let text = std::fs::read_to_string(&pid_file)
+            .map_err(|e| format!("cannot read {pid_file} (is the server running?): {e}"))?;
+        text.lines()
+            .next()
+            .and_then(|line| line.trim().parse().ok())
+            .ok_or_else(|| format!("{pid_file} names no process: {text:?}"))
+    }
+
+    /// Mounts a tmpfs of `mib` MiB on the new folder `dir`, for `what` to fill (needs root).
+    fn mount_small_disk(&self, dir: &str, mib: u32, what: &str) -> Result<(), String> {
+        if !running_as_root() {
+            return Err(format!(
+                "a cluster with {what} on a {mib} MiB filesystem of its own needs root (to mount \
+                 a tmpfs); run the tests as root, as CI does"
+            ));
+        }
+        std::fs::create_dir(dir).map_err(|e| format!("cannot create {dir}: {e}"))?;
+        let size = format!("size={mib}m,mode=0700");
+        self.run("mount", &["-t", "tmpfs", "-o", &size, "tmpfs", dir], false)
     }
 
     /// Stops the server cleanly, keeping its files.
@@ -262,14 +261,7 @@ impl Cluster {
                         Cluster::start_crashable"
                 .to_owned());
         }
-        let pid_file = format!("{}/postmaster.pid", self.data_dir());
-        let text = std::fs::read_to_string(&pid_file)
-            .map_err(|e| format!("cannot read {pid_file} (is the server running?): {e}"))?;
-        let postmaster: u32 = text
-            .lines()
-            .next()
-            .and_then(|line| line.trim().parse().ok())
-            .ok_or_else(|| format!("{pid_file} names no process: {text:?}"))?;
+        let postmaster = self.postmaster_pid()?;
         // All stopped first: the postmaster starts no process while they are listed, and none
         // of them sees another die (a backend would exit on its own on the postmaster's death).
         // A child may have exited since it was listed: signals to children may fail, and the
@@ -321,9 +313,10 @@ impl Cluster {
             ),
             None => "-c max_connections=400".to_owned(),
         };
-        let wal = match (self.limits.disk_mib, self.limits.wal_disk_mib) {
-            (Some(_), _) | (_, Some(_)) => " -c max_wal_size=48MB -c min_wal_size=32MB",
-            _ => "",
+        let small_disk = self.limits.disk_mib.is_some() || self.limits.wal_disk_mib.is_some();
+        let wal = match small_disk {
+            true => " -c max_wal_size=48MB -c min_wal_size=32MB",
+            false => "",
         };
         let options = format!(
             "-c port={} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
