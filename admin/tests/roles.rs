@@ -392,6 +392,17 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
     );
     // Delivered 1, retried 3, dead 1 and once more after its replay; the cancelled op never.
     assert_eq!(receiver.received().len(), 6);
+    // What it finished, written for the charts as it stopped (with its role alone), and read by
+    // the viewer's console: 3 delivered, 2 attempts retried, 1 dead (before its replay).
+    let charts = console_pages(&viewer_url, &["/charts".to_owned()]).await;
+    let (status, page) = &charts[0];
+    assert_eq!(status, "200", "{page}");
+    for (what, n) in [("delivered", 3), ("retried", 2), ("dead", 1)] {
+        assert!(
+            page.contains(&format!("data-total=\"{what}\">{n}<")),
+            "{what} {n}: {page}"
+        );
+    }
     let warnings = logged();
     assert!(!warnings.contains("denied"), "{warnings}");
 }

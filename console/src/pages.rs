@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use crate::Console;
 use crate::error::PageError;
 use crate::text;
-use crate::view::{Links, OpPage, OpsList, Overview};
+use crate::view::{Charts, Links, OpPage, OpsList, Overview, Window};
 
 /// What every page has around its content: title, navigation, refresh.
 #[derive(Debug, Clone)]
@@ -22,6 +22,7 @@ pub(crate) struct Chrome {
     /// Seconds between reloads; 0: none.
     pub(crate) refresh_seconds: u64,
     pub(crate) overview_href: String,
+    pub(crate) charts_href: String,
     pub(crate) dead_href: String,
     pub(crate) ops_href: String,
     /// When the page was made (RFC 3339).
@@ -37,6 +38,7 @@ impl Chrome {
             base: links.base().to_owned(),
             refresh_seconds: console.options().refresh.as_secs(),
             overview_href: links.overview(),
+            charts_href: links.charts(Window::Hour),
             dead_href: links.ops(Some(outbox_store::OpState::Dead), None),
             ops_href: links.ops(None, None),
             rendered_at: text::exact(OffsetDateTime::now_utc()),
@@ -50,6 +52,14 @@ impl Chrome {
 pub(crate) struct OverviewPage<'a> {
     pub(crate) chrome: Chrome,
     pub(crate) o: &'a Overview,
+}
+
+/// `/charts`.
+#[derive(Debug, Template)]
+#[template(path = "charts.html")]
+pub(crate) struct ChartsPage<'a> {
+    pub(crate) chrome: Chrome,
+    pub(crate) ch: &'a Charts,
 }
 
 /// `/ops`.

@@ -1,4 +1,5 @@
-//! The routes and their handlers, under the console's base path: `/` (overview), `/ops`
+//! The routes and their handlers, under the console's base path: `/` (overview), `/charts`
+//! (the last hour or day), `/ops`
 //! (ops by state and destination), `/ops/{op}` (one op, by op id or sequence), `/style.css`;
 //! anything else under the base is a 404 page. Every route answers GET and HEAD; any other
 //! method gets a 405 page, so nothing here can change the outbox.
@@ -11,9 +12,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{MethodRouter, get};
 
 use crate::error::PageError;
-use crate::pages::{self, Chrome, OpDetailPage, OpsPage, OverviewPage};
+use crate::pages::{self, ChartsPage, Chrome, OpDetailPage, OpsPage, OverviewPage};
 use crate::text;
-use crate::view::{Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN};
+use crate::view::{Charts, Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN, Window};
 use crate::{Console, headers};
 
 /// The console's router: its pages under its base path, with the console's headers on every
@@ -22,6 +23,7 @@ pub(crate) fn router(console: Console) -> Router {
     let base = console.base().to_owned();
     let mut router = Router::new()
         .route(&format!("{base}/"), page(get(overview)))
+        .route(&format!("{base}/charts"), page(get(charts)))
         .route(&format!("{base}/ops"), page(get(ops)))
         .route(&format!("{base}/ops/{{op}}"), page(get(op)))
         .route(&format!("{base}/style.css"), page(get(style)))
@@ -70,6 +72,41 @@ async fn overview_page(c: &Console) -> Result<Response, PageError> {
     let page = OverviewPage {
         chrome: Chrome::new(c, "Overview"),
         o: &o,
+    };
+    Ok(pages::html(StatusCode::OK, &page))
+}
+
+/// `/charts?window=hour|day`.
+#[derive(Debug, serde::Deserialize)]
+struct ChartsQuery {
+    window: Option<String>,
+}
+
+async fn charts(
+    State(c): State<Console>,
+    query: Result<Query<ChartsQuery>, QueryRejection>,
+) -> Response {
+    answer(&c, charts_page(&c, query).await)
+}
+
+async fn charts_page(
+    c: &Console,
+    query: Result<Query<ChartsQuery>, QueryRejection>,
+) -> Result<Response, PageError> {
+    let bad = || PageError::bad_request("window must be hour or day");
+    let Query(query) = query.map_err(|_| bad())?;
+    let window = Window::parse(query.window.as_deref()).ok_or_else(bad)?;
+    let store = c.store().ok_or_else(PageError::not_attached)?;
+    let now = time::OffsetDateTime::now_utc();
+    let start = window.start(now);
+    let stats = store.stats_read(start).await?;
+    let health = store.destination_list().await?;
+    let holds = store.destination_hold_list(start).await?;
+    let links = Links::new(c.base());
+    let charts = Charts::new(window, now, &stats, &health, &holds, |w| links.charts(w));
+    let page = ChartsPage {
+        chrome: Chrome::new(c, format!("Charts, last {}", window.as_str())),
+        ch: &charts,
     };
     Ok(pages::html(StatusCode::OK, &page))
 }

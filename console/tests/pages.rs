@@ -161,7 +161,7 @@ async fn every_value_from_the_database_is_escaped_on_every_page() {
 async fn every_answer_carries_the_security_headers() {
     let db = TestDb::sqlite().await;
     let router = outbox_console::router(db.store().await, Options::default());
-    for uri in ["/", "/ops", "/style.css", "/nowhere", "/ops/x"] {
+    for uri in ["/", "/ops", "/charts", "/style.css", "/nowhere", "/ops/x"] {
         let a = get(&router, uri).await;
         let h = |name| {
             a.headers
@@ -199,6 +199,7 @@ async fn only_get_is_answered_and_other_methods_get_405() {
         for uri in [
             "/",
             "/ops?state=dead",
+            "/charts",
             op.as_str(),
             "/style.css",
             "/nowhere",
@@ -336,4 +337,75 @@ async fn under_a_base_path_every_link_stays_under_it() {
         get(&router, "/console/ops/{op_id}").await.status,
         StatusCode::BAD_REQUEST
     );
+}
+
+#[tokio::test]
+async fn the_charts_draw_the_dispatchers_counts_of_the_window() {
+    use outbox_store::stats::{BacklogSample, Counts, MinuteCounts, minute_of};
+    let db = TestDb::sqlite().await;
+    let store = db.store().await;
+    let router = outbox_console::router(store.clone(), Options::default());
+    let empty = get(&router, "/charts").await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert!(empty.body.contains("id=\"no-counts\""), "{}", empty.body);
+
+    let minute = minute_of(time::OffsetDateTime::now_utc()) - time::Duration::minutes(5);
+    let mut counts = Counts {
+        retried: 2,
+        dead: 1,
+        ..Counts::default()
+    };
+    for _ in 0..7 {
+        counts.delivered_after(std::time::Duration::from_millis(300));
+    }
+    let rows = [MinuteCounts {
+        minute,
+        destination: "billing".to_owned(),
+        counts,
+    }];
+    let backlog = BacklogSample {
+        minute,
+        pending: 12,
+        in_flight: 3,
+        oldest_pending_ms: Some(4_000),
+    };
+    for instance in [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()] {
+        store
+            .stats_write(instance, &rows, Some(&backlog))
+            .await
+            .unwrap();
+    }
+    let hour = get(&router, "/charts").await;
+    assert_eq!(hour.status, StatusCode::OK);
+    let body = &hour.body;
+    assert!(!body.to_lowercase().contains("<script"), "{body}");
+    // Two dispatchers' rows of the minute, summed.
+    for (what, n) in [("delivered", 14), ("retried", 4), ("dead", 2)] {
+        assert!(
+            body.contains(&format!("data-total=\"{what}\">{n}<")),
+            "{what}: {body}"
+        );
+    }
+    let at = minute
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    assert!(
+        body.contains(&format!("data-at=\"{at}\" data-value=\"14\"")),
+        "{body}"
+    );
+    assert!(body.contains("≤ 500 ms p50"), "{body}");
+    assert!(body.contains("data-value=\"12\""), "the backlog: {body}");
+    assert!(body.contains("<svg"), "{body}");
+    let day = get(&router, "/charts?window=day").await;
+    assert_eq!(day.status, StatusCode::OK);
+    assert!(
+        day.body.contains("data-total=\"delivered\">14<"),
+        "{}",
+        day.body
+    );
+    for bad in ["/charts?window=week", "/charts?window=%3Cscript%3E"] {
+        let a = get(&router, bad).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{bad}");
+        assert!(!a.body.contains("<script>"), "{}", a.body);
+    }
 }

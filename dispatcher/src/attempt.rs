@@ -18,6 +18,7 @@ use crate::partition::Trust;
 use crate::record::{self, Recorder};
 use crate::retry;
 use crate::routes::{Permits, Routes};
+use crate::tally::{Finished, Tally};
 use crate::telemetry::AttemptSpan;
 use crate::wake::Wakes;
 
@@ -30,6 +31,8 @@ pub(crate) struct Context {
     pub(crate) health: Arc<Health>,
     /// Rung when a slot is freed, and for an op made pending again.
     pub(crate) wakes: Arc<Wakes>,
+    /// The console's per-minute counts, told each applied completion.
+    pub(crate) tally: Arc<Tally>,
     /// The term's trusted window, checked right before sending.
     pub(crate) trust: Trust,
     /// The term's recorder.
@@ -107,6 +110,7 @@ pub(crate) async fn run(
         jitter(),
     );
     count_attempt(&op, &sent, &decision, span.span());
+    let sent_for = sent.duration;
     let result = sent.result.clone();
     let completion = completion(&op, &decision, sent, span.traceparent());
     if record::submit(&cx.recorder, completion, span.context()).await {
@@ -116,6 +120,8 @@ pub(crate) async fn run(
             cx.wakes.new_work();
         }
         count_outcome(&op, &decision, age, span.span());
+        cx.tally
+            .count(&op.destination, finished(&op, &decision, sent_for));
         if decision.next == NextState::Dead {
             span.dead(decision.reason.as_deref().unwrap_or("dead"), decided_at);
         }
@@ -182,6 +188,19 @@ fn count_outcome(op: &ClaimedOp, decision: &retry::Decision, age: Duration, span
             metrics::counter!(m::RETRIES, &labels).increment(1);
             tracing::info!(parent: span, op_id = %op.op_id, destination = %op.destination, attempt = op.attempt, ?delay, reason = ?decision.reason, "attempt failed; retry scheduled");
         }
+    }
+}
+
+/// What `decision` made of `op` for the console's charts: delivered ops with the time from their
+/// enqueue to the answer (database clock to the claim, then the exchange's `sent_for`), which,
+/// unlike the retry budget's age, counts replays and holds: the wait the charts show.
+fn finished(op: &ClaimedOp, decision: &retry::Decision, sent_for: Duration) -> Finished {
+    match decision.next {
+        NextState::Delivered => {
+            Finished::Delivered((op.claimed_at - op.created_at).unsigned_abs() + sent_for)
+        }
+        NextState::RetryAfter(_) => Finished::Retried,
+        NextState::Dead => Finished::Dead,
     }
 }
 

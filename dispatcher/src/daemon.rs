@@ -16,6 +16,7 @@ use crate::health::Health;
 use crate::membership::Membership;
 use crate::routes::Routes;
 use crate::status::DbStatus;
+use crate::tally::{self, Tally};
 use crate::wake::Wakes;
 use crate::{console, drain, housekeeping, http, metrics};
 
@@ -178,6 +179,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     }
     // One instance id for the process's whole run, across changes of the partition count.
     let instance_id = uuid::Uuid::new_v4();
+    // The console's counts too; written until the loops have ended, then once more.
+    let tally = Arc::new(Tally::default());
+    let tally_stop = CancellationToken::new();
+    let _tally_stop = tally_stop.clone().drop_guard();
+    let writer = tokio::spawn(tally::run(
+        store.clone(),
+        tally.clone(),
+        instance_id,
+        tally_stop.clone(),
+    ));
     let mut config = config;
     loop {
         let serving = config.dispatcher.partitions;
@@ -187,6 +198,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
             ready.clone(),
             &shutdown,
             instance_id,
+            tally.clone(),
         )
         .await
         {
@@ -204,6 +216,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
                 return Err(e);
             }
         }
+    }
+    tally_stop.cancel();
+    if let Err(e) = writer.await {
+        tracing::error!(error = %e, "the console's counts writer failed");
     }
     store.close().await;
     tracing::info!("dispatcher stopped");
@@ -228,6 +244,7 @@ impl Process {
         ready: Arc<AtomicBool>,
         stop: CancellationToken,
         instance_id: uuid::Uuid,
+        tally: Arc<Tally>,
     ) -> Result<Process, Error> {
         let db = DbStatus::new(ready);
         let wakes = Arc::new(Wakes::new(config.dispatcher.partitions));
@@ -254,6 +271,7 @@ impl Process {
                 routes,
                 health,
                 wakes,
+                tally,
                 settings: Settings::of(&config),
             },
             membership,
@@ -272,10 +290,11 @@ async fn serve(
     ready: Arc<AtomicBool>,
     shutdown: &CancellationToken,
     instance_id: uuid::Uuid,
+    tally: Arc<Tally>,
 ) -> Result<Option<u32>, Error> {
     let stop = shutdown.child_token();
     let partitions = config.dispatcher.partitions;
-    let process = Process::new(store, config, ready, stop.clone(), instance_id)?;
+    let process = Process::new(store, config, ready, stop.clone(), instance_id, tally)?;
     metrics::register(process.handles.routes.names(), partitions);
     // PostgreSQL notifications (SQLite's commits) arrive on one Notify; forward each to every
     // partition loop as new work.

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::health::Health;
 use crate::routes::Routes;
 use crate::status::DbStatus;
+use crate::tally::Tally;
 use crate::wake::Wakes;
 
 /// The settings a term reads, taken from the config once.
@@ -61,6 +62,8 @@ pub(crate) struct Handles {
     pub(crate) health: Arc<Health>,
     /// The partition loops' wake-ups.
     pub(crate) wakes: Arc<Wakes>,
+    /// The console's per-minute counts, kept across terms and written once a minute.
+    pub(crate) tally: Arc<Tally>,
     /// The config's settings for a term.
     pub(crate) settings: Settings,
 }

@@ -29,6 +29,7 @@ pub mod renewal;
 pub mod request;
 mod rows;
 mod sqlite;
+pub mod stats;
 pub mod text;
 
 use std::time::Duration;
@@ -483,6 +484,35 @@ impl Store {
             BackendStore::Sqlite(b) => Some(b.listen_for_enqueues(wake)),
             BackendStore::Mssql(_) => None,
         }
+    }
+
+    /// Writes dispatcher `instance`'s counts of minutes that ended, and its backlog sample of
+    /// the last one, for the console's charts (`stats`). A row already written (a retry of a
+    /// write that committed) is left as it is. Destination names are checked first; nothing
+    /// is written when one is invalid.
+    pub async fn stats_write(
+        &self,
+        instance: uuid::Uuid,
+        counts: &[stats::MinuteCounts],
+        backlog: Option<&stats::BacklogSample>,
+    ) -> Result<(), Error> {
+        for m in counts {
+            DestinationName::new(&m.destination)?;
+        }
+        on_backend!(self, b => b.stats_write(instance, counts, backlog).await)
+    }
+
+    /// The charts' counts and backlog from the minute `since` on, summed over the dispatchers.
+    pub async fn stats_read(
+        &self,
+        since: time::OffsetDateTime,
+    ) -> Result<stats::StatsWindow, Error> {
+        on_backend!(self, b => b.stats_read(stats::minute_of(since)).await)
+    }
+
+    /// Deletes the charts' rows of the minutes before `before` (retention).
+    pub async fn stats_purge(&self, before: time::OffsetDateTime) -> Result<u64, Error> {
+        on_backend!(self, b => b.stats_purge(before).await)
     }
 
     /// Pending and in-flight counts and the oldest pending op's age, for gauges.

@@ -49,6 +49,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0016, "component_roles"),
     migration!("postgres", 0017, "content_at_rest"),
     migration!("postgres", 0018, "database_roles"),
+    migration!("postgres", 0019, "minute_stats"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -70,6 +71,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0016, "component_roles"),
     migration!("sqlite", 0017, "content_at_rest"),
     migration!("sqlite", 0018, "database_roles"),
+    migration!("sqlite", 0019, "minute_stats"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -91,6 +93,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0016, "component_roles"),
     migration!("mssql", 0017, "content_at_rest"),
     migration!("mssql", 0018, "database_roles"),
+    migration!("mssql", 0019, "minute_stats"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -241,7 +244,8 @@ mod tests {
                 "0015_producer_role",
                 "0016_component_roles",
                 "0017_content_at_rest",
-                "0018_database_roles"
+                "0018_database_roles",
+                "0019_minute_stats"
             ]
         );
     }

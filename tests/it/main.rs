@@ -13,6 +13,7 @@ mod keeper;
 mod lease_model;
 mod membership;
 mod migrations;
+mod minute_stats;
 mod partition_count;
 mod pooler_probe;
 mod regression;

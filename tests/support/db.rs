@@ -207,6 +207,7 @@ impl TestDb {
             "0016_component_roles",
             "0017_content_at_rest",
             "0018_database_roles",
+            "0019_minute_stats",
         ]
     }
 

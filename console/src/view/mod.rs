@@ -2,10 +2,12 @@
 //! written as text (relative times, outside text clipped), so the templates only lay it out.
 //! Pure functions of their inputs, unit-tested here; [`Links`] makes every link of a page.
 
+mod charts;
 mod op;
 mod ops;
 mod overview;
 
+pub(crate) use charts::{Charts, Window};
 pub(crate) use op::OpPage;
 pub(crate) use ops::{ListQuery, OpsList};
 pub(crate) use overview::{Overview, REJECTIONS_SHOWN};
@@ -45,6 +47,11 @@ impl Links {
     /// The overview.
     pub(crate) fn overview(&self) -> String {
         format!("{}/", self.base)
+    }
+
+    /// The charts over `window`.
+    pub(crate) fn charts(&self, window: Window) -> String {
+        format!("{}/charts?window={}", self.base, window.as_str())
     }
 
     /// Ops, newest first, of one state and destination or any.

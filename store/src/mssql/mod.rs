@@ -17,6 +17,7 @@ mod lease;
 mod membership;
 mod partitioning;
 mod pool;
+mod stats;
 mod stmt;
 #[cfg(test)]
 mod subset_tests;

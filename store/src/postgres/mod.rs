@@ -15,6 +15,7 @@ mod partitioning;
 mod pooler;
 mod probe;
 mod producer;
+mod stats;
 
 use pooler::OnStore as _;
 pub(crate) use pooler::query;

@@ -14,6 +14,7 @@ mod health;
 mod lease;
 mod membership;
 mod partitioning;
+mod stats;
 mod wakeup;
 
 use backon::{ExponentialBuilder, Retryable as _};

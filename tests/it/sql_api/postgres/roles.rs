@@ -164,7 +164,8 @@ async fn a_worker_granted_before_the_producer_role_keeps_its_calls() {
             "0015_producer_role",
             "0016_component_roles",
             "0017_content_at_rest",
-            "0018_database_roles"
+            "0018_database_roles",
+            "0019_minute_stats"
         ]
     );
     let lease = acquire(&mut worker, "billing:2", "30 seconds").await;
