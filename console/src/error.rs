@@ -32,6 +32,14 @@ impl PageError {
         )
     }
 
+    /// 405: an address that takes a form's POST only.
+    pub(crate) fn post_only() -> PageError {
+        PageError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "this address takes a form's POST only; the page with the form is one step back",
+        )
+    }
+
     /// 403: not signed in, not allowed, or a form without its token.
     pub(crate) fn forbidden(message: impl Into<String>) -> PageError {
         PageError::new(StatusCode::FORBIDDEN, message)

@@ -189,9 +189,14 @@ pub(crate) fn error(console: &Console, e: &PageError) -> Response {
     };
     let mut response = html(status, &page);
     if status == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = if e.message() == PageError::post_only().message() {
+            "POST"
+        } else {
+            "GET, HEAD"
+        };
         response.headers_mut().insert(
             axum::http::header::ALLOW,
-            axum::http::HeaderValue::from_static("GET, HEAD"),
+            axum::http::HeaderValue::from_static(allow),
         );
     }
     response

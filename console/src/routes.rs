@@ -45,23 +45,23 @@ pub(crate) fn router(console: Console) -> Router {
             &format!("{base}/login"),
             page(get(login::form).post(login::submit)),
         )
-        .route(&format!("{base}/logout"), page(post(login::logout)))
+        .route(&format!("{base}/logout"), form(post(login::logout)))
         .route(
             &format!("{base}/ops/{{op}}/replay"),
-            page(post(actions::replay_op)),
+            form(post(actions::replay_op)),
         )
         .route(
             &format!("{base}/ops/{{op}}/cancel"),
-            page(post(actions::cancel_op)),
+            form(post(actions::cancel_op)),
         )
-        .route(&format!("{base}/replay"), page(post(actions::replay_dead)))
+        .route(&format!("{base}/replay"), form(post(actions::replay_dead)))
         .route(
             &format!("{base}/destinations/pause"),
-            page(post(actions::pause)),
+            form(post(actions::pause)),
         )
         .route(
             &format!("{base}/destinations/resume"),
-            page(post(actions::resume)),
+            form(post(actions::resume)),
         )
         .layer(axum::middleware::from_fn_with_state(
             console.clone(),
@@ -76,6 +76,13 @@ fn page(method: MethodRouter<Console>) -> MethodRouter<Console> {
     method.fallback(|State(c): State<Console>| async move {
         pages::error(&c, &PageError::method_not_allowed())
     })
+}
+
+/// `method` (a form's POST) answering 405 to every other method.
+fn form(method: MethodRouter<Console>) -> MethodRouter<Console> {
+    method.fallback(
+        |State(c): State<Console>| async move { pages::error(&c, &PageError::post_only()) },
+    )
 }
 
 /// The answer for `result`: the page, or the page of its error.

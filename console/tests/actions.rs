@@ -369,6 +369,11 @@ async fn a_user_signs_in_with_the_right_password_only_and_signs_out() {
     );
     assert_eq!(overview.headers[header::CACHE_CONTROL], "no-store");
 
+    // The actions' addresses take their forms' POST only.
+    let get = alice.get(&router, "/replay").await;
+    assert_eq!(get.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(get.headers[header::ALLOW], "POST");
+
     // Signing out needs the token too, then deletes the cookie.
     let forged = alice.post(&router, "/logout", &[("csrf", "x")]).await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
