@@ -128,16 +128,22 @@ pub(crate) enum Command {
     ///
     /// Example: outboxctl rejections --since 1h --resource statement:1842
     Rejections(RejectionArgs),
-    /// Serve the read-only web console until Ctrl-C or SIGTERM: counts by state and
-    /// destination, oldest pending, dead ops with their last error, each op's attempts (never
-    /// its body or its header values), recent rejections, partitions with their leaders and
-    /// the dispatcher instances. It changes nothing: replay and cancel stay in outboxctl,
-    /// logged. It has NO AUTHENTICATION: anyone who reaches the address reads every op's
+    /// Serve the web console until Ctrl-C or SIGTERM: counts by state and destination,
+    /// oldest pending, dead ops with their last error, each op's attempts (never its body or
+    /// its header values), recent rejections, partitions with their leaders and the dispatcher
+    /// instances. Without logins it changes nothing (replay and cancel stay in outboxctl,
+    /// logged) and has NO AUTHENTICATION: anyone who reaches the address reads every op's
     /// resource, path, key and errors, so keep it on loopback or behind a proxy of your own.
-    /// With --config, the destinations table says which destinations the dispatcher lacks.
+    /// With --config, the destinations table says which destinations the dispatcher lacks, and
+    /// the file's [console] users or trusted_header turn logins on: every page then needs a
+    /// viewer or an operator, and operators may replay, cancel, pause and resume (logged as
+    /// console:<name>, over this command's own database login).
     ///
     /// Example: outboxctl web --config /etc/outbox/dispatcher.toml --listen 127.0.0.1:8080
     Web(WebArgs),
+    /// The web console's logins: make the password hash of a [[console.users]] entry.
+    #[command(subcommand)]
+    Console(ConsoleCommand),
     /// Follow attempts as they are recorded, one line each, until Ctrl-C.
     ///
     /// Example: outboxctl tail --config /etc/outbox/dispatcher.toml
@@ -276,6 +282,18 @@ pub(crate) struct RotateArgs {
     pub(crate) log: LogArgs,
 }
 
+/// `outboxctl console …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConsoleCommand {
+    /// Read a password from standard input (never from the command line: the process list
+    /// and shell history would show it) and print its argon2id hash, a PHC string for
+    /// `password_hash` in [[console.users]]. One trailing newline is not part of it. Needs no
+    /// database.
+    ///
+    /// Example: outboxctl console hash-password < password.txt
+    HashPassword,
+}
+
 /// `outboxctl partitions …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum PartitionsCommand {
@@ -365,8 +383,8 @@ pub(crate) struct RejectionArgs {
 #[derive(Debug, Args)]
 pub(crate) struct WebArgs {
     /// Where to listen, IP:PORT (port 0 picks a free one; the address is printed on stderr).
-    /// Any address but loopback lets other hosts read the console, which has no
-    /// authentication.
+    /// Any address but loopback lets other hosts reach the console, which has no
+    /// authentication unless --config's [console] configures logins.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
     pub(crate) listen: std::net::SocketAddr,
     /// How often the pages reload themselves, 1s..=1h, or 0s for never. Each reload of the

@@ -584,3 +584,59 @@ fn sql_server_urls_are_checked_and_never_echoed() {
         assert!(!stderr(out).contains("hunter2"), "{}", stderr(out));
     }
 }
+
+/// Issue 39: `console hash-password` reads the password from standard input (one trailing
+/// newline is not part of it), needs no database, and prints an argon2id PHC string that
+/// verifies that password and no other; an empty password is refused.
+#[test]
+fn console_hash_password_reads_stdin_and_prints_a_hash_that_verifies() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+
+    use argon2::PasswordVerifier as _;
+
+    let run = |input: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+            .args(["console", "hash-password"])
+            .env_remove("OUTBOX_DATABASE_URL")
+            .env_remove("OUTBOX_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run outboxctl");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run("correct horse battery staple\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let hash = stdout(&out).trim().to_owned();
+    assert!(hash.starts_with("$argon2id$v=19$"), "{hash}");
+    assert!(
+        !stdout(&out).contains("correct horse"),
+        "the password is not printed"
+    );
+    let verify = |password: &str| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), hash.as_str())
+            .is_ok()
+    };
+    assert!(verify("correct horse battery staple"));
+    assert!(!verify("correct horse battery staple\n"));
+    assert!(!verify("correct horse"));
+    let again = run("correct horse battery staple\n");
+    assert_ne!(stdout(&again).trim(), hash, "a new salt each time");
+
+    let empty = run("\n");
+    assert_eq!(empty.status.code(), Some(2), "{}", stderr(&empty));
+    assert!(
+        stderr(&empty).contains("the password is empty"),
+        "{}",
+        stderr(&empty)
+    );
+}

@@ -1,6 +1,7 @@
-//! What a page answers when it cannot show what was asked: 400 (a malformed op id or query),
-//! 404 (no such op or page), 405 (any method but GET and HEAD), 503 (the store failed or is not
-//! attached yet). A store error shows its backend and class only; the whole error goes to the
+//! What a page answers when it cannot show what was asked: 400 (a malformed op id, query or
+//! form), 403 (not signed in, not an operator, no valid form token, or a database login that
+//! may not change ops), 404 (no such op or page), 405 (a method the page does not take), 503
+//! (the store failed or is not attached yet). A store error shows its backend and class only; the whole error goes to the
 //! log, since its text may name tables, rows or hosts that the page's reader need not see.
 
 use axum::http::StatusCode;
@@ -29,6 +30,24 @@ impl PageError {
             StatusCode::METHOD_NOT_ALLOWED,
             "the console only reads (GET). Replay, cancel, purge, pause and resume are outboxctl commands, logged in outbox_admin_log",
         )
+    }
+
+    /// 405: an address that takes a form's POST only.
+    pub(crate) fn post_only() -> PageError {
+        PageError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "this address takes a form's POST only; the page with the form is one step back",
+        )
+    }
+
+    /// 403: not signed in, not allowed, or a form without its token.
+    pub(crate) fn forbidden(message: impl Into<String>) -> PageError {
+        PageError::new(StatusCode::FORBIDDEN, message)
+    }
+
+    /// 500: the console itself failed (no randomness from the system).
+    pub(crate) fn internal(message: impl Into<String>) -> PageError {
+        PageError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
 
     /// 503: the console has no store yet (the dispatcher has not connected).

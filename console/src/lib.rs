@@ -1,5 +1,5 @@
-//! `outbox-console`: the read-only web console of the fenced outbox, served by `outboxctl web`
-//! and, with `[console] enabled = true`, under `/console/` on the dispatcher's listener.
+//! `outbox-console`: the web console of the fenced outbox, served by `outboxctl web` and, with
+//! `[console] enabled = true`, under `/console/` on the dispatcher's listener.
 //!
 //! Server-side rendered HTML (askama templates in `templates/`, every value escaped), no
 //! JavaScript: the pages refresh themselves with `<meta http-equiv="refresh">`. Pages: the
@@ -7,9 +7,16 @@
 //! leaders, dispatcher instances, destinations, recent rejections), ops by state (`/ops?state=dead`)
 //! and one op with its attempts (`/ops/{op_id}`, without its body or header values).
 //!
-//! It changes nothing: every route answers `GET` (and `HEAD`) only, any other method gets 405,
-//! and the pages hold no forms. Replay and cancel stay in `outboxctl`, where they are logged.
-//! It has no authentication: bind it to loopback, or put it behind a proxy of your own.
+//! Without logins ([`Access::read_only`], the default) it changes nothing: every route answers
+//! `GET` (and `HEAD`) only, any other method gets 405, and the pages hold no forms; it has no
+//! authentication, so bind it to loopback or put it behind a proxy of your own.
+//!
+//! With logins ([`Access::logins`]: users with argon2 password hashes, or a trusted proxy's
+//! header) every page needs someone signed in, a viewer or an operator, and operators get plain
+//! HTML forms to replay or cancel an op, replay the dead ops of a destination (previewed by a
+//! dry run first) and pause or resume a destination. Each form carries a CSRF token and a
+//! reason, goes through the store method `outboxctl` uses, and is logged in `outbox_admin_log`
+//! as `console:<user>`. Sessions are signed cookies (`auth`); the actions are in `actions`.
 //!
 //! ```no_run
 //! # async fn example(store: outbox_store::Store) -> std::io::Result<()> {
@@ -24,13 +31,20 @@
 
 #![warn(missing_docs)]
 
+mod access;
+mod actions;
+mod auth;
 pub mod describe;
 mod error;
 mod headers;
+mod login;
 mod pages;
+pub mod password;
 mod routes;
 mod text;
 mod view;
+
+pub use access::{Access, AccessError, Role, SessionKey};
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -88,17 +102,24 @@ struct Shared {
     store: OnceLock<Store>,
     base: String,
     options: Options,
+    access: Access,
 }
 
 impl Console {
-    /// A console with no store yet: its pages answer 503 until [`Console::attach`] gives it
-    /// one (the dispatcher serves its listener before the database answers).
+    /// A read-only console with no store yet: its pages answer 503 until [`Console::attach`]
+    /// gives it one (the dispatcher serves its listener before the database answers).
     pub fn new(options: Options) -> Console {
+        Console::with_access(options, Access::read_only())
+    }
+
+    /// [`Console::new`] with who may sign in and act: `access`.
+    pub fn with_access(options: Options, access: Access) -> Console {
         Console {
             shared: Arc::new(Shared {
                 store: OnceLock::new(),
                 base: options.normalized_base(),
                 options,
+                access,
             }),
         }
     }
@@ -134,6 +155,10 @@ impl Console {
     fn options(&self) -> &Options {
         &self.shared.options
     }
+
+    fn access(&self) -> &Access {
+        &self.shared.access
+    }
 }
 
 /// The console's routes reading `store`: [`Console::router`] of [`Console::with_store`].
@@ -141,16 +166,31 @@ pub fn router(store: Store, options: Options) -> axum::Router {
     Console::with_store(store, options).router()
 }
 
-/// Serves the console on `listener` until `shutdown` completes, then lets open requests finish.
+/// Serves the read-only console on `listener` until `shutdown` completes, then lets open
+/// requests finish.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     store: Store,
     options: Options,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(store, options))
-        .with_graceful_shutdown(shutdown)
+    Console::with_store(store, options)
+        .serve(listener, shutdown)
         .await
+}
+
+impl Console {
+    /// Serves this console on `listener` until `shutdown` completes, then lets open requests
+    /// finish.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
 }
 
 #[cfg(test)]

@@ -1,21 +1,25 @@
 //! The routes and their handlers, under the console's base path: `/` (overview), `/charts`
 //! (the last hour or day), `/ops`
 //! (ops by state and destination), `/ops/{op}` (one op, by op id or sequence), `/style.css`;
-//! anything else under the base is a 404 page. Every route answers GET and HEAD; any other
-//! method gets a 405 page, so nothing here can change the outbox.
+//! anything else under the base is a 404 page. Every page answers GET and HEAD; any other
+//! method gets a 405 page. Only with logins configured are there more: `/login`, `/logout`
+//! and the operators' POST actions (`actions`), behind the gate of `auth`.
 
-use axum::Router;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{MethodRouter, get};
+use axum::routing::{MethodRouter, get, post};
+use axum::{Extension, Router};
 
+use crate::auth::{self, Principal};
 use crate::error::PageError;
 use crate::pages::{self, ChartsPage, Chrome, OpDetailPage, OpsPage, OverviewPage};
 use crate::text;
-use crate::view::{Charts, Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN, Window};
-use crate::{Console, headers};
+use crate::view::{
+    Charts, Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN, Window,
+};
+use crate::{Console, actions, headers, login};
 
 /// The console's router: its pages under its base path, with the console's headers on every
 /// answer.
@@ -35,8 +39,39 @@ pub(crate) fn router(console: Console) -> Router {
             page(get(move || async move { Redirect::permanent(&slash) })),
         );
     }
+    if !console.access().enabled() {
+        return router
+            .layer(axum::middleware::map_response(headers::add))
+            .with_state(console);
+    }
     router
-        .layer(axum::middleware::map_response(headers::add))
+        .route(
+            &format!("{base}/login"),
+            page(get(login::form).post(login::submit)),
+        )
+        .route(&format!("{base}/logout"), form(post(login::logout)))
+        .route(
+            &format!("{base}/ops/{{op}}/replay"),
+            form(post(actions::replay_op)),
+        )
+        .route(
+            &format!("{base}/ops/{{op}}/cancel"),
+            form(post(actions::cancel_op)),
+        )
+        .route(&format!("{base}/replay"), form(post(actions::replay_dead)))
+        .route(
+            &format!("{base}/destinations/pause"),
+            form(post(actions::pause)),
+        )
+        .route(
+            &format!("{base}/destinations/resume"),
+            form(post(actions::resume)),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            console.clone(),
+            auth::gate,
+        ))
+        .layer(axum::middleware::map_response(headers::add_with_forms))
         .with_state(console)
 }
 
@@ -47,16 +82,34 @@ fn page(method: MethodRouter<Console>) -> MethodRouter<Console> {
     })
 }
 
+/// `method` (a form's POST) answering 405 to every other method.
+fn form(method: MethodRouter<Console>) -> MethodRouter<Console> {
+    method.fallback(
+        |State(c): State<Console>| async move { pages::error(&c, &PageError::post_only()) },
+    )
+}
+
 /// The answer for `result`: the page, or the page of its error.
 fn answer(console: &Console, result: Result<Response, PageError>) -> Response {
     result.unwrap_or_else(|e| pages::error(console, &e))
 }
 
-async fn overview(State(c): State<Console>) -> Response {
-    answer(&c, overview_page(&c).await)
+/// Who is signed in, when logins are configured (the gate put them there).
+type Who = Option<Extension<Principal>>;
+
+/// The chrome of a page for whoever is signed in, saying what their last action did.
+fn chrome(c: &Console, title: impl Into<String>, who: &Who, uri: &Uri) -> Chrome {
+    Chrome::new(c, title)
+        .with_user(who.as_ref().map(|Extension(p)| p.signed_in(c.base())))
+        .with_done(who.as_ref().and_then(|_| actions::done(uri)))
 }
 
-async fn overview_page(c: &Console) -> Result<Response, PageError> {
+async fn overview(State(c): State<Console>, who: Who, uri: Uri) -> Response {
+    let chrome = chrome(&c, "Overview", &who, &uri);
+    answer(&c, overview_page(&c, chrome).await)
+}
+
+async fn overview_page(c: &Console, chrome: Chrome) -> Result<Response, PageError> {
     let store = c.store().ok_or_else(PageError::not_attached)?;
     let status = store.admin_status().await?;
     let health = store.destination_list().await?;
@@ -69,10 +122,7 @@ async fn overview_page(c: &Console) -> Result<Response, PageError> {
         configured,
         &Links::new(c.base()),
     );
-    let page = OverviewPage {
-        chrome: Chrome::new(c, "Overview"),
-        o: &o,
-    };
+    let page = OverviewPage { chrome, o: &o };
     Ok(pages::html(StatusCode::OK, &page))
 }
 
@@ -84,13 +134,17 @@ struct ChartsQuery {
 
 async fn charts(
     State(c): State<Console>,
+    who: Who,
+    uri: Uri,
     query: Result<Query<ChartsQuery>, QueryRejection>,
 ) -> Response {
-    answer(&c, charts_page(&c, query).await)
+    let chrome = chrome(&c, "Charts", &who, &uri);
+    answer(&c, charts_page(&c, chrome, query).await)
 }
 
 async fn charts_page(
     c: &Console,
+    chrome: Chrome,
     query: Result<Query<ChartsQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let bad = || PageError::bad_request("window must be hour or day");
@@ -104,8 +158,10 @@ async fn charts_page(
     let holds = store.destination_hold_list(start).await?;
     let links = Links::new(c.base());
     let charts = Charts::new(window, now, &stats, &health, &holds, |w| links.charts(w));
+    let mut chrome = chrome;
+    chrome.title = format!("Charts, last {}", window.as_str());
     let page = ChartsPage {
-        chrome: Chrome::new(c, format!("Charts, last {}", window.as_str())),
+        chrome,
         ch: &charts,
     };
     Ok(pages::html(StatusCode::OK, &page))
@@ -113,13 +169,17 @@ async fn charts_page(
 
 async fn ops(
     State(c): State<Console>,
+    who: Who,
+    uri: Uri,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Response {
-    answer(&c, ops_page(&c, query).await)
+    let chrome = chrome(&c, "", &who, &uri);
+    answer(&c, ops_page(&c, chrome, query).await)
 }
 
 async fn ops_page(
     c: &Console,
+    mut chrome: Chrome,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Response, PageError> {
     let Query(query) = query.map_err(|e| {
@@ -132,19 +192,27 @@ async fn ops_page(
     let store = c.store().ok_or_else(PageError::not_attached)?;
     let found = store.admin_op_list(&filter).await?;
     let list = OpsList::new(&filter, &found, &Links::new(c.base()));
+    chrome.title = list.heading.clone();
     let page = OpsPage {
-        chrome: Chrome::new(c, list.heading.clone()),
+        chrome,
         list: &list,
     };
     Ok(pages::html(StatusCode::OK, &page))
 }
 
-async fn op(State(c): State<Console>, op: Result<Path<String>, PathRejection>) -> Response {
-    answer(&c, op_page(&c, op).await)
+async fn op(
+    State(c): State<Console>,
+    who: Who,
+    uri: Uri,
+    op: Result<Path<String>, PathRejection>,
+) -> Response {
+    let chrome = chrome(&c, "", &who, &uri);
+    answer(&c, op_page(&c, chrome, op).await)
 }
 
 async fn op_page(
     c: &Console,
+    mut chrome: Chrome,
     op: Result<Path<String>, PathRejection>,
 ) -> Result<Response, PageError> {
     let Path(op) = op.map_err(|_| PageError::bad_request("the op's id is not valid UTF-8"))?;
@@ -160,10 +228,8 @@ async fn op_page(
     };
     let detail = store.admin_op_show(seq).await?.ok_or_else(missing)?;
     let shown = OpPage::new(&detail, &Links::new(c.base()));
-    let page = OpDetailPage {
-        chrome: Chrome::new(c, format!("Op {}", shown.seq)),
-        op: &shown,
-    };
+    chrome.title = format!("Op {}", shown.seq);
+    let page = OpDetailPage { chrome, op: &shown };
     Ok(pages::html(StatusCode::OK, &page))
 }
 

@@ -1,14 +1,15 @@
-//! The read-only web console on the dispatcher's listener (`[console] enabled`, off by
-//! default): the pages of `outboxctl web` (crate `outbox-console`) under [`BASE_PATH`]. They
-//! read over a small pool of their own, connected once the daemon's database answers, so an
+//! The web console on the dispatcher's listener (`[console] enabled`, off by default): the
+//! pages of `outboxctl web` (crate `outbox-console`) under [`BASE_PATH`], read-only unless
+//! `[console]` configures logins. They read over a small pool of their own, connected once the
+//! daemon's database answers as `[console] database_url` (default: `database.url`), so an
 //! operator's pages never take a connection the partition loops need.
 
 use backon::Retryable as _;
-use outbox_console::{Console, Options};
+use outbox_console::{Access, AccessError, Console, Options, Role, SessionKey};
 use outbox_store::{Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, ConsoleConfig, ConsoleRole};
 
 /// Where the pages live on the listener, beside `/metrics`, `/healthz` and `/readyz`.
 pub const BASE_PATH: &str = "/console";
@@ -18,20 +19,60 @@ const CONNECTIONS: u32 = 2;
 
 /// The console `config` asks for, with no store yet (its pages answer 503 until
 /// [`connect`] attaches one); `None` when `[console]` is not enabled.
-pub(crate) fn console(config: &Config) -> Option<Console> {
-    config.console.enabled.then(|| {
-        Console::new(Options {
-            base_path: BASE_PATH.to_owned(),
-            refresh: config.console.refresh,
-            configured_destinations: Some(config.destinations.keys().cloned().collect()),
-        })
-    })
+pub(crate) fn console(config: &Config) -> Result<Option<Console>, AccessError> {
+    if !config.console.enabled {
+        return Ok(None);
+    }
+    let options = Options {
+        base_path: BASE_PATH.to_owned(),
+        refresh: config.console.refresh,
+        configured_destinations: Some(config.destinations.keys().cloned().collect()),
+    };
+    Ok(Some(Console::with_access(
+        options,
+        access(&config.console)?,
+    )))
+}
+
+/// Who may sign in, from `[console]` (already checked by the config's validation): read-only
+/// without users and trusted header; a random session key when none is configured.
+pub(crate) fn access(c: &ConsoleConfig) -> Result<Access, AccessError> {
+    if c.users.is_empty() && c.trusted_header.is_none() {
+        return Ok(Access::read_only());
+    }
+    let key = match &c.session_key {
+        Some(k) => SessionKey::new(k.expose().as_bytes().to_vec())?,
+        None => {
+            tracing::warn!(
+                "console: no session_key configured: sessions are signed with a random key and end when this process stops"
+            );
+            SessionKey::random()?
+        }
+    };
+    let mut access = Access::logins(key)
+        .session_ttl(c.session_ttl)
+        .secure_cookie(c.secure_cookie);
+    for u in &c.users {
+        let role = match u.role {
+            ConsoleRole::Viewer => Role::Viewer,
+            ConsoleRole::Operator => Role::Operator,
+        };
+        access = access.user(&u.name, u.password_hash.expose(), role)?;
+    }
+    if let Some(header) = &c.trusted_header {
+        access = access.trusted_header(header.clone(), c.trusted_operators.clone());
+    }
+    Ok(access)
 }
 
 /// Connects the console's own pool (retrying while the database is unreachable), attaches it,
 /// and closes it once `stop` is cancelled.
 pub(crate) fn connect(console: Console, config: &Config, stop: CancellationToken) {
-    let url = config.database_url.clone();
+    let url = config
+        .console
+        .database_url
+        .clone()
+        .unwrap_or_else(|| config.database_url.clone());
     let options = StoreOptions {
         lease_ttl: config.lease_bounds,
         max_connections: CONNECTIONS,

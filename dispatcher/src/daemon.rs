@@ -44,6 +44,9 @@ pub enum Error {
     /// Live partition leases were taken by dispatchers serving another partition count.
     #[error(transparent)]
     PartitionCount(#[from] PartitionCountMismatch),
+    /// The console's logins could not be set up (no random session key from the system).
+    #[error("console: {0}")]
+    Console(#[from] outbox_console::AccessError),
 }
 
 /// This dispatcher's `dispatcher.partitions` is not the partition count in force (kept in the
@@ -127,7 +130,7 @@ async fn adopt_partition_count(store: &Store, configured: u32) -> Result<(), Err
 /// Runs the dispatcher until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let ready = Arc::new(AtomicBool::new(false));
-    let console = console::console(&config);
+    let console = console::console(&config)?;
     // Every metric exists before the listener opens, so the first scrape is whole (at its
     // initial values) even while the database is still being reached: a rule on an absent
     // series would misfire otherwise. The recorder is installed first: a metric registered
@@ -156,7 +159,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
             }
         });
         if console.is_some() {
-            tracing::info!(%addr, "serving /metrics, /healthz, /readyz and the read-only console under {}/", console::BASE_PATH);
+            tracing::info!(%addr, "serving /metrics, /healthz, /readyz and the console under {}/", console::BASE_PATH);
         } else {
             tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
         }

@@ -20,12 +20,12 @@ pub(crate) fn database_url(global: &Global) -> Result<String, CliError> {
     Ok(read_config(path)?.database_url.expose().to_owned())
 }
 
-/// The destinations of the dispatcher's config file, when `--config` names one.
-pub(crate) fn configured_destinations(global: &Global) -> Result<Option<Vec<String>>, CliError> {
-    let Some(path) = &global.config else {
-        return Ok(None);
-    };
-    Ok(Some(read_config(path)?.destinations.into_keys().collect()))
+/// The dispatcher's config file, when `--config` names one (for `web`: its destinations and
+/// its `[console]` logins).
+pub(crate) fn optional_config(
+    global: &Global,
+) -> Result<Option<outbox_dispatcher::Config>, CliError> {
+    global.config.as_deref().map(read_config).transpose()
 }
 
 /// The dispatcher's config file at `path`, read the way the dispatcher reads it.

@@ -2,6 +2,7 @@
 
 mod change;
 mod config;
+mod console;
 mod destination;
 mod enqueue;
 mod keys;
@@ -22,7 +23,8 @@ use outbox_producer::Outbox;
 use outbox_store::{Store, StoreOptions, TtlBounds};
 
 use crate::cli::{
-    Cli, Command, DestinationCommand, Global, KeysCommand, LeaseCommand, PartitionsCommand,
+    Cli, Command, ConsoleCommand, DestinationCommand, Global, KeysCommand, LeaseCommand,
+    PartitionsCommand,
 };
 use crate::exit::CliError;
 
@@ -36,6 +38,10 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
             &mut std::io::stdout(),
         );
         return Ok(());
+    }
+    // Hashing a password needs no database.
+    if let Command::Console(ConsoleCommand::HashPassword) = cli.command {
+        return console::hash_password();
     }
     // Keys are read only by the commands that use them: the others run for a user who may
     // not read them.
@@ -87,11 +93,11 @@ pub(crate) async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Keys(KeysCommand::Rotate(args)) => {
             keys::rotate(&store, keys.as_ref(), &args, json).await
         }
-        Command::Web(args) => match config::configured_destinations(&cli.global) {
-            Ok(configured) => web::run(&store, &args, configured).await,
+        Command::Web(args) => match config::optional_config(&cli.global) {
+            Ok(dispatcher) => web::run(&store, &args, dispatcher.as_ref()).await,
             Err(e) => Err(e),
         },
-        Command::Completions { .. } => Ok(()),
+        Command::Completions { .. } | Command::Console(_) => Ok(()),
     };
     store.close().await;
     result

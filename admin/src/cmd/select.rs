@@ -78,17 +78,8 @@ pub(crate) async fn resolve(store: &Store, op: &str) -> Result<i64, CliError> {
     found.ok_or_else(|| CliError::new(exit::NOT_FOUND, format!("no op {op}")))
 }
 
-/// Every SEQ matching `args`, newest first, paging through the list query.
+/// Every SEQ matching `args`, newest first (the store pages through the list query, as the
+/// console's replay by filter does).
 pub(crate) async fn all_matching(store: &Store, args: &FilterArgs) -> Result<Vec<i64>, CliError> {
-    const PAGE: u32 = 1000;
-    let mut seqs = Vec::new();
-    let mut before = None;
-    loop {
-        let page = store.admin_op_list(&filter(args, before, PAGE)?).await?;
-        seqs.extend(page.iter().map(|o| o.seq));
-        match page.last() {
-            Some(last) if page.len() == PAGE as usize => before = Some(last.seq),
-            _ => return Ok(seqs),
-        }
-    }
+    Ok(store.admin_op_seqs(&filter(args, None, 0)?).await?)
 }

@@ -70,6 +70,16 @@ impl Links {
         }
     }
 
+    /// `href` with `pairs` added to its query, each value percent-encoded.
+    pub(crate) fn with_query(&self, href: String, pairs: &[(&str, &str)]) -> String {
+        let mut out = href;
+        for (name, value) in pairs {
+            out.push(if out.contains('?') { '&' } else { '?' });
+            out += &format!("{name}={}", encode(value));
+        }
+        out
+    }
+
     /// One op's page: by its op id when the row holds a UUID, else by its sequence.
     pub(crate) fn op(&self, seq: i64, op_id: &str) -> String {
         match uuid::Uuid::parse_str(op_id) {

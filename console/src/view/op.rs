@@ -24,6 +24,10 @@ pub(crate) struct OpPage {
     pub(crate) attempts: Vec<AttemptView>,
     /// Ops of its state.
     pub(crate) state_href: String,
+    /// Whether a replay would take it (dead or cancelled): an operator gets the form.
+    pub(crate) can_replay: bool,
+    /// Whether a cancel would take it (pending or dead): an operator gets the form.
+    pub(crate) can_cancel: bool,
 }
 
 /// One line of an op's fields.
@@ -73,6 +77,8 @@ impl OpPage {
             header_names: op.header_names.iter().map(|n| text::clip(n, 200)).collect(),
             attempts: op.attempt_history.iter().map(attempt).collect(),
             state_href: links.ops(state, None),
+            can_replay: matches!(state, Some(OpState::Dead | OpState::Cancelled)),
+            can_cancel: matches!(state, Some(OpState::Pending | OpState::Dead)),
         }
     }
 }
@@ -258,5 +264,6 @@ mod tests {
         assert_eq!(page.attempts[0].excerpt, "line one\nline\ttwo\\x1b");
         assert_eq!(page.attempts[0].status, "400");
         assert_eq!(page.state_href, "/ops?state=dead");
+        assert!(page.can_replay && page.can_cancel, "a dead op");
     }
 }

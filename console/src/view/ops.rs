@@ -80,6 +80,9 @@ pub(crate) struct OpsList {
     pub(crate) older_href: Option<String>,
     /// The same list from its first page, when this is not it.
     pub(crate) newest_href: Option<String>,
+    /// For a list of dead ops: the destination it is filtered by (empty: any), which an
+    /// operator's replay-by-filter form carries.
+    pub(crate) replay_destination: Option<String>,
 }
 
 /// A tab of the ops list.
@@ -151,6 +154,8 @@ impl OpsList {
             rows: ops.iter().map(|o| row(o, links)).collect(),
             older_href,
             newest_href: filter.before_seq.map(|_| here),
+            replay_destination: (state == Some(OpState::Dead))
+                .then(|| destination.unwrap_or_default().to_owned()),
         }
     }
 }
@@ -231,5 +236,6 @@ mod tests {
         assert_eq!(list.tabs[0].href, "/console/ops?destination=a%20b");
         assert_eq!(list.older_href, None);
         assert_eq!(list.newest_href, None);
+        assert_eq!(list.replay_destination.as_deref(), Some("a b"));
     }
 }

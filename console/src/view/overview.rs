@@ -53,8 +53,10 @@ pub(crate) struct Overview {
 /// One destination: its counts by state and whether the dispatcher's config names it.
 #[derive(Debug, Clone)]
 pub(crate) struct DestinationRow {
-    /// Its name.
+    /// Its name, clipped for showing.
     pub(crate) name: String,
+    /// Its name as stored: what an operator's pause and resume forms send.
+    pub(crate) raw_name: String,
     /// Its ops, newest first.
     pub(crate) href: String,
     /// `yes`, `no` (its ops wait, pending, until it is configured) or `—` (config unknown).
@@ -247,6 +249,7 @@ fn destinations(
                 .collect();
             DestinationRow {
                 name: text::clip(name, 200),
+                raw_name: name.to_owned(),
                 href: links.ops(None, Some(name)),
                 configured: match configured {
                     None => DASH,

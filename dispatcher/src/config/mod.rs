@@ -4,6 +4,7 @@
 //! `telemetry`, the value parsers both use in `parse`). The loader takes the file text and an
 //! environment map, so tests never touch the process environment.
 
+mod console;
 mod encryption;
 mod parse;
 mod raw;
@@ -97,13 +98,65 @@ pub struct EncryptionConfig {
     pub sources: Vec<(String, String)>,
 }
 
-/// `[console]`: the read-only web console under `/console/` on `dispatcher.listen`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `[console]`: the web console under `/console/` on `dispatcher.listen`, and its logins
+/// (also read by `outboxctl web --config`). Without users and without a trusted header it is
+/// read-only and open, as it always was.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsoleConfig {
     /// Whether the listener serves it. Default: false. Needs `dispatcher.listen`.
     pub enabled: bool,
     /// How often its pages reload themselves; zero: never. Default: 10 s.
     pub refresh: Duration,
+    /// The login the dispatcher's console pool connects as (its actions need the
+    /// `outbox_operator` role's rights); `None` (default): `database.url`. A secret.
+    pub database_url: Option<Secret>,
+    /// Who signs in with a password. Default: nobody.
+    pub users: Vec<ConsoleUser>,
+    /// The header an authenticating proxy sets to the user's name; `None` (default): not
+    /// trusted. Only behind a proxy that removes it from what clients send.
+    pub trusted_header: Option<HeaderName>,
+    /// Which names of the trusted header are operators; the others are viewers.
+    pub trusted_operators: Vec<String>,
+    /// The key sessions are signed with (32 bytes or more); `None`: a random key per process
+    /// (sessions end at a restart), or not read (`Config::load_without_keys`).
+    pub session_key: Option<Secret>,
+    /// Where the key came from: `file:<path>` or `session_key` (the key, or
+    /// `OUTBOX_CONSOLE_SESSION_KEY`); `None`: none configured.
+    pub session_key_source: Option<String>,
+    /// How long a session lasts after signing in. Default: 12 h.
+    pub session_ttl: Duration,
+    /// Whether the session cookie is `Secure` (HTTPS only). Default: false.
+    pub secure_cookie: bool,
+}
+
+/// One `[[console.users]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleUser {
+    /// The name they sign in with, and log as (`console:<name>`).
+    pub name: String,
+    /// The argon2 PHC string of their password (`outboxctl console hash-password`).
+    pub password_hash: Secret,
+    /// What they may do.
+    pub role: ConsoleRole,
+}
+
+/// What a console user may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsoleRole {
+    /// Reads the pages.
+    Viewer,
+    /// Reads, replays, cancels, pauses and resumes (logged).
+    Operator,
+}
+
+impl ConsoleRole {
+    /// `viewer` or `operator`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsoleRole::Viewer => "viewer",
+            ConsoleRole::Operator => "operator",
+        }
+    }
 }
 
 /// `[telemetry]` with the `OTEL_*` variables applied: where and how spans are exported. See
@@ -312,9 +365,17 @@ mod tests {
             c.console,
             ConsoleConfig {
                 enabled: false,
-                refresh: Duration::from_secs(10)
+                refresh: Duration::from_secs(10),
+                database_url: None,
+                users: Vec::new(),
+                trusted_header: None,
+                trusted_operators: Vec::new(),
+                session_key: None,
+                session_key_source: None,
+                session_ttl: Duration::from_secs(12 * 3600),
+                secure_cookie: false,
             },
-            "the console is off unless asked for"
+            "the console is off unless asked for, and read-only without logins"
         );
     }
 

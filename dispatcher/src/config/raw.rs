@@ -67,12 +67,29 @@ pub(super) struct RawDispatcher {
     pub(super) listen: String,
 }
 
-/// `[console]`: the read-only web console on the dispatcher's listener.
+/// `[console]`: the web console on the dispatcher's listener, and who may sign in to it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConsole {
     pub(super) enabled: bool,
     pub(super) refresh: String,
+    pub(super) database_url: String,
+    pub(super) users: Vec<RawConsoleUser>,
+    pub(super) trusted_header: String,
+    pub(super) trusted_operators: Vec<String>,
+    pub(super) session_key: String,
+    pub(super) session_key_file: String,
+    pub(super) session_ttl: String,
+    pub(super) secure_cookie: bool,
+}
+
+/// One `[[console.users]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConsoleUser {
+    pub(super) name: String,
+    pub(super) password_hash: String,
+    pub(super) role: String,
 }
 
 /// `[encryption]`: the keys ops' bodies and header values may be sealed with, by id, each
@@ -265,8 +282,9 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 
 /// `OUTBOX_DATABASE_URL` → `database.url`, `OUTBOX_DISPATCHER_LISTEN` → `dispatcher.listen`,
 /// `OUTBOX_LEASE_MIN_TTL` → `lease.min_ttl`, `OUTBOX_TELEMETRY_SAMPLING_RATIO` →
-/// `telemetry.sampling_ratio`, `OUTBOX_CONSOLE_ENABLED` → `console.enabled`. Numbers (`4`,
-/// `0.25`) and booleans keep their type.
+/// `telemetry.sampling_ratio`, `OUTBOX_CONSOLE_ENABLED` → `console.enabled`,
+/// `OUTBOX_CONSOLE_SESSION_KEY` → `console.session_key`. Numbers (`4`, `0.25`) and booleans
+/// keep their type.
 fn apply_env(table: &mut toml::Table, env: &HashMap<String, String>) {
     for (name, value) in env {
         let Some(rest) = name.strip_prefix("OUTBOX_") else {

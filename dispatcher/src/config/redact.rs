@@ -72,12 +72,37 @@ fn encryption(e: &EncryptionConfig) -> String {
     format!("\n[encryption]\nkeys = {{ {} }}\n", keys.join(", "))
 }
 
+/// `[console]`: its database URL redacted like the others, the session key as `***` (or its
+/// file's path), each user's password hash as `***`.
 fn console(c: &ConsoleConfig) -> String {
-    format!(
-        "\n[console]\nenabled = {}\nrefresh = {:?}\n",
+    let database_url = c
+        .database_url
+        .as_ref()
+        .map(|u| redact_url(u.expose()))
+        .unwrap_or_default();
+    let source = c.session_key_source.as_deref().unwrap_or("");
+    let (key, file) = match source.strip_prefix("file:") {
+        Some(path) => ("", path),
+        None if source.is_empty() => ("", ""),
+        None => ("***", ""),
+    };
+    let mut out = format!(
+        "\n[console]\nenabled = {}\nrefresh = {:?}\ndatabase_url = {database_url:?}\ntrusted_header = {:?}\ntrusted_operators = {:?}\nsession_key = {key:?}\nsession_key_file = {file:?}\nsession_ttl = {:?}\nsecure_cookie = {}\n",
         c.enabled,
-        h(c.refresh)
-    )
+        h(c.refresh),
+        c.trusted_header.as_ref().map_or("", |h| h.as_str()),
+        c.trusted_operators,
+        h(c.session_ttl),
+        c.secure_cookie
+    );
+    for u in &c.users {
+        out += &format!(
+            "\n[[console.users]]\nname = {:?}\npassword_hash = \"***\"\nrole = {:?}\n",
+            u.name,
+            u.role.as_str()
+        );
+    }
+    out
 }
 
 /// The effective `[telemetry]`: the endpoint spans go to (after the `OTEL_*` variables), or
@@ -317,6 +342,31 @@ mod tests {
                 .unwrap()
                 .redacted()
                 .contains("[console]\nenabled = false\nrefresh = \"10s\"\n")
+        );
+    }
+
+    #[test]
+    fn check_config_shows_no_console_secret() {
+        let hash = "$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$4b1M3uRoUm0nWbS4n5p3vA";
+        let file = format!(
+            "[database]\nurl = \"postgres://dispatcher:pw1@db/outbox\"\n[console]\ndatabase_url = \"postgres://operator:pw2@db/outbox?password=pw3\"\n\
+             session_key = \"pw4-0123456789abcdef0123456789abcdef\"\n\
+             [[console.users]]\nname = \"alice\"\npassword_hash = \"{hash}\"\nrole = \"operator\"\n"
+        );
+        let c = Config::load(Some(&file), &HashMap::new()).unwrap();
+        let shown = c.redacted();
+        for secret in ["pw1", "pw2", "pw3", "pw4", "operator:", "c2FsdHNhbHRz"] {
+            assert!(!shown.contains(secret), "{secret} leaked:\n{shown}");
+            assert!(!format!("{c:?}").contains(secret), "{secret} in Debug");
+        }
+        assert!(
+            shown.contains("database_url = \"postgres://***@db/outbox?password=***\"\n"),
+            "{shown}"
+        );
+        assert!(shown.contains("session_key = \"***\"\n"), "{shown}");
+        assert!(
+            shown.contains("[[console.users]]\nname = \"alice\"\npassword_hash = \"***\"\nrole = \"operator\"\n"),
+            "{shown}"
         );
     }
 

@@ -12,10 +12,9 @@ use outbox_store::{DestinationName, TtlBounds};
 use url::Url;
 
 use super::parse::{bounded_duration, duration, int};
-use super::raw::{RawBreaker, RawConfig, RawConsole, RawDestination, RawDispatcher, RawRetry};
+use super::raw::{RawBreaker, RawConfig, RawDestination, RawDispatcher, RawRetry};
 use super::{
-    Config, ConfigError, ConsoleConfig, Destination, DispatcherConfig, RetryPolicy, Secret, err,
-    longest_attempt,
+    Config, ConfigError, Destination, DispatcherConfig, RetryPolicy, Secret, err, longest_attempt,
 };
 use crate::signing::SigningKey;
 
@@ -72,7 +71,7 @@ impl TryFrom<RawConfig> for Config {
             destinations.insert(name.clone(), destination(name, d, &dispatcher)?);
         }
         let telemetry = super::telemetry::telemetry(&raw.telemetry, &raw.otel)?;
-        let console = console(&raw.console, &dispatcher)?;
+        let console = super::console::console(&raw.console, &dispatcher, backend, raw.read_keys)?;
         let encryption =
             super::encryption::encryption(&raw.encryption, &raw.key_env, raw.read_keys)?;
         Ok(Config {
@@ -88,29 +87,6 @@ impl TryFrom<RawConfig> for Config {
             encryption,
         })
     }
-}
-
-/// `[console]`: served on `dispatcher.listen`, so it needs one; `refresh` 0s, or 1s..=1h.
-fn console(raw: &RawConsole, dispatcher: &DispatcherConfig) -> Result<ConsoleConfig, ConfigError> {
-    if raw.enabled && dispatcher.listen.is_none() {
-        return Err(err(
-            "console.enabled",
-            "the console is served on dispatcher.listen, which is empty: set both, or neither",
-        ));
-    }
-    let refresh = duration("console.refresh", &raw.refresh)?;
-    if !refresh.is_zero()
-        && !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&refresh)
-    {
-        return Err(err(
-            "console.refresh",
-            "must be 0s (no reloads) or between 1s and 1h",
-        ));
-    }
-    Ok(ConsoleConfig {
-        enabled: raw.enabled,
-        refresh,
-    })
 }
 
 fn dispatcher(raw: &RawDispatcher, bounds: &TtlBounds) -> Result<DispatcherConfig, ConfigError> {
@@ -776,6 +752,15 @@ mod bound_tests {
         "[dispatcher]\nlisten",
         "[console]\nenabled",
         "[console]\nrefresh",
+        "[console]\ndatabase_url",
+        "[console]\ntrusted_header",
+        "[console]\ntrusted_operators",
+        "[console]\nsession_key",
+        "[console]\nsession_key_file",
+        "[console]\nsession_ttl",
+        "[console]\nsecure_cookie",
+        "[[console.users]]\nname = \"a\"\nrole = \"viewer\"\npassword_hash",
+        "[[console.users]]\nname = \"a\"\npassword_hash = \"x\"\nrole",
         "[lease]\nmin_ttl",
         "[lease]\nmax_ttl",
         "[destinations.b]\nbase_url = \"http://h\"\ntimeout",

@@ -35,6 +35,29 @@ impl Store {
         on_backend!(self, b => b.admin_op_list(filter).await)
     }
 
+    /// The sequence of every op matching `filter` (its `before_seq` and `limit` are ignored),
+    /// newest first, paging through the list query: the ops a replay or cancel by filter
+    /// takes, for `outboxctl` and the console alike.
+    pub async fn admin_op_seqs(&self, filter: &admin::OpFilter) -> Result<Vec<i64>, Error> {
+        const PAGE: u32 = 1000;
+        let mut page_filter = admin::OpFilter {
+            before_seq: None,
+            limit: PAGE,
+            ..filter.clone()
+        };
+        let mut seqs = Vec::new();
+        loop {
+            let page = self.admin_op_list(&page_filter).await?;
+            seqs.extend(page.iter().map(|o| o.seq));
+            match page.last() {
+                Some(last) if page.len() == PAGE as usize => {
+                    page_filter.before_seq = Some(last.seq)
+                }
+                _ => return Ok(seqs),
+            }
+        }
+    }
+
     /// The sequence of the op with this public id.
     pub async fn admin_op_find(&self, op_id: uuid::Uuid) -> Result<Option<i64>, Error> {
         on_backend!(self, b => b.admin_op_find(op_id).await)

@@ -1,0 +1,81 @@
+//! The web console's logins as outboxctl handles them: `console hash-password` (a password
+//! from standard input to an argon2id PHC string), and the logins `web` serves with, from
+//! the `[console]` section of `--config` (read-only without users and trusted header).
+
+use std::io::{IsTerminal as _, Read as _, Write as _};
+
+use outbox_console::{Access, Role, SessionKey};
+use outbox_dispatcher::config::{ConsoleConfig, ConsoleRole};
+
+use crate::exit::CliError;
+
+/// Reads the password from standard input (echo off when it is a terminal) and prints its hash.
+pub(crate) fn hash_password() -> Result<(), CliError> {
+    let stdin = std::io::stdin();
+    let terminal = stdin.is_terminal();
+    if terminal {
+        eprint!("password (not shown): ");
+        let _ = std::io::stderr().flush();
+        set_echo(false);
+    }
+    let mut text = String::new();
+    let read = if terminal {
+        stdin.read_line(&mut text).map(|_| ())
+    } else {
+        stdin.lock().read_to_string(&mut text).map(|_| ())
+    };
+    if terminal {
+        set_echo(true);
+        eprintln!();
+    }
+    read.map_err(|e| {
+        CliError::invalid(format!("cannot read the password from standard input: {e}"))
+    })?;
+    let password = text
+        .strip_suffix('\n')
+        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+        .unwrap_or(&text);
+    let hash =
+        outbox_console::password::hash(password).map_err(|e| CliError::invalid(e.to_string()))?;
+    println!("{hash}");
+    Ok(())
+}
+
+/// `stty echo` or `stty -echo` on the terminal of standard input; best effort.
+fn set_echo(on: bool) {
+    let _ = std::process::Command::new("stty")
+        .arg(if on { "echo" } else { "-echo" })
+        .stdin(std::process::Stdio::inherit())
+        .status();
+}
+
+/// Who may sign in to `outboxctl web`, from `[console]`: read-only without users and trusted
+/// header. The session key file is not read (outboxctl reads the config without keys): without
+/// `session_key` (or OUTBOX_CONSOLE_SESSION_KEY) a random key signs the sessions, which then
+/// end when `web` stops.
+pub(crate) fn access(c: &ConsoleConfig) -> Result<Access, CliError> {
+    if c.users.is_empty() && c.trusted_header.is_none() {
+        return Ok(Access::read_only());
+    }
+    let invalid = |e: outbox_console::AccessError| CliError::invalid(format!("[console]: {e}"));
+    let key = match &c.session_key {
+        Some(k) => SessionKey::new(k.expose().as_bytes().to_vec()).map_err(invalid)?,
+        None => SessionKey::random().map_err(invalid)?,
+    };
+    let mut access = Access::logins(key)
+        .session_ttl(c.session_ttl)
+        .secure_cookie(c.secure_cookie);
+    for u in &c.users {
+        let role = match u.role {
+            ConsoleRole::Viewer => Role::Viewer,
+            ConsoleRole::Operator => Role::Operator,
+        };
+        access = access
+            .user(&u.name, u.password_hash.expose(), role)
+            .map_err(invalid)?;
+    }
+    if let Some(header) = &c.trusted_header {
+        access = access.trusted_header(header.clone(), c.trusted_operators.clone());
+    }
+    Ok(access)
+}
