@@ -16,9 +16,7 @@ use crate::auth::{self, Principal};
 use crate::error::PageError;
 use crate::pages::{self, ChartsPage, Chrome, OpDetailPage, OpsPage, OverviewPage};
 use crate::text;
-use crate::view::{
-    Charts, Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN, Window,
-};
+use crate::view::{Charts, Links, ListQuery, OpPage, OpsList, Overview, REJECTIONS_SHOWN, Window};
 use crate::{Console, actions, headers, login};
 
 /// The console's router: its pages under its base path, with the console's headers on every

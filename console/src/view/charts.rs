@@ -21,7 +21,7 @@ const WIDTH: f64 = 720.0;
 const HEIGHT: f64 = 180.0;
 /// Room for the axes' labels.
 const LEFT: f64 = 64.0;
-const RIGHT: f64 = 8.0;
+const RIGHT: f64 = 24.0;
 const TOP: f64 = 8.0;
 const BOTTOM: f64 = 22.0;
 /// Most destinations charted (the most active first); the table on the overview lists all.
