@@ -451,7 +451,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(state_of(&db, held).await, "pending", "paused: held");
     client.goto(&web.url).await.unwrap();
-    screenshot(client, "console-overview.png").await;
+    screenshot(client, "console-operator-overview.png").await;
     submit(
         client,
         "tr[data-destination=\"statements\"] form.resume",
