@@ -220,11 +220,14 @@ pub(crate) fn set_cookie(
 pub(crate) fn principal(access: &Access, headers: &HeaderMap) -> Option<Principal> {
     let key = access.key.as_ref()?;
     if let Some(name) = &access.trusted_header {
-        let user = headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|u| valid_name(u));
+        // Once only: a proxy that adds its header instead of replacing the client's would
+        // otherwise let the client's own value, which comes first, name the user.
+        let mut values = headers.get_all(name).iter();
+        let user = match (values.next(), values.next()) {
+            (Some(v), None) => v.to_str().ok().map(str::trim).filter(|u| valid_name(u)),
+            (Some(_), Some(_)) => return None,
+            (None, _) => None,
+        };
         if let Some(user) = user {
             let role = if access.trusted_operators.iter().any(|o| o == user) {
                 Role::Operator

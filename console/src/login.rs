@@ -28,6 +28,11 @@ const LOGIN_COOKIE_SECS: u64 = 3600;
 
 /// Password checks running at once, in this process.
 static CHECKS: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(2));
+/// How long a sign-in waits for a check's turn before it fails: a flood of wrong passwords
+/// slows sign-ins down but never queues them without end.
+const CHECK_WAIT: Duration = Duration::from_secs(5);
+/// The longest password checked; longer ones fail without hashing.
+const PASSWORD_MAX_BYTES: usize = 1024;
 
 /// The sign-in form's fields.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -131,7 +136,9 @@ pub(crate) async fn logout(
 
 /// The user's role when `password` is theirs; `None` otherwise, after [`FAILURE_DELAY`].
 async fn check(c: &Console, user: &str, password: String) -> Option<Role> {
-    let Ok(_permit) = CHECKS.acquire().await else {
+    let turn = tokio::time::timeout(CHECK_WAIT, CHECKS.acquire()).await;
+    let (Ok(Ok(permit)), true) = (turn, password.len() <= PASSWORD_MAX_BYTES) else {
+        tokio::time::sleep(FAILURE_DELAY).await;
         return None;
     };
     let access = c.access();
@@ -143,6 +150,8 @@ async fn check(c: &Console, user: &str, password: String) -> Option<Role> {
     let matched = tokio::task::spawn_blocking(move || crate::password::verify(&password, &phc))
         .await
         .unwrap_or(false);
+    // The turn is the hashing's only: a failure's delay below holds no one else up.
+    drop(permit);
     match known {
         Some(u) if matched => Some(u.role),
         _ => {

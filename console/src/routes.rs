@@ -69,9 +69,14 @@ pub(crate) fn router(console: Console) -> Router {
             console.clone(),
             auth::gate,
         ))
+        // A form is a few fields: a bigger body is refused before anything reads it.
+        .layer(axum::extract::DefaultBodyLimit::max(FORM_MAX_BYTES))
         .layer(axum::middleware::map_response(headers::add_with_forms))
         .with_state(console)
 }
+
+/// The largest form body taken (a reason of 2,000 characters, encoded, and a few fields).
+const FORM_MAX_BYTES: usize = 32 * 1024;
 
 /// `method` answering 405 to every method it does not route.
 fn page(method: MethodRouter<Console>) -> MethodRouter<Console> {

@@ -698,6 +698,37 @@ async fn a_trusted_header_names_the_user_and_its_operators() {
             .starts_with("console:bob|replay|proxy user replays|"),
         "{log:?}"
     );
+    // A header sent twice (a proxy that appends instead of replacing lets the client's own
+    // value come first) names nobody.
+    let twice = call(
+        &router,
+        Method::GET,
+        "/",
+        &[("x-forwarded-user", "bob"), ("x-forwarded-user", "carol")],
+        None,
+    )
+    .await;
+    assert_eq!(twice.status, StatusCode::FORBIDDEN, "{}", twice.body);
+    assert!(!twice.body.contains("data-role"), "{}", twice.body);
+}
+
+/// A form is a few fields: a body past the limit is refused before it is read or checked.
+#[tokio::test]
+async fn a_huge_form_is_refused_unread() {
+    let db = TestDb::sqlite().await;
+    let router = router(db.store().await, logins());
+    let huge = "x".repeat(100 * 1024);
+    let answer = call(
+        &router,
+        Method::POST,
+        "/login",
+        &[],
+        Some(&[("user", "alice"), ("password", &huge)]),
+    )
+    .await;
+    // The form's extractor fails on the limit: the handler answers its malformed-form page.
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{}", answer.body);
+    assert!(answer.body.contains("malformed"), "{}", answer.body);
 }
 
 /// PostgreSQL: a console whose database login is the dispatcher's (issue 37's least privilege)

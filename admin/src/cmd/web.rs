@@ -52,7 +52,9 @@ pub(crate) async fn run(
             "outboxctl web: the console is at http://{addr}/ with the logins of --config's [console] (Ctrl-C stops it)"
         );
         if dispatcher.is_some_and(|c| c.console.session_key.is_none()) {
-            eprintln!("outboxctl web: no [console] session_key: sessions end when this stops");
+            eprintln!(
+                "outboxctl web: no [console] session_key or OUTBOX_CONSOLE_SESSION_KEY (outboxctl does not read session_key_file): sessions end when this stops"
+            );
         }
     } else {
         eprintln!("outboxctl web: the read-only console is at http://{addr}/ (Ctrl-C stops it)");
