@@ -54,6 +54,7 @@ mod routes;
 pub mod signing;
 #[cfg(feature = "daemon")]
 mod status;
+#[cfg(feature = "daemon")]
 mod tally;
 #[cfg(feature = "daemon")]
 pub mod telemetry;
