@@ -135,9 +135,9 @@ pub(crate) enum Command {
     /// logged) and has NO AUTHENTICATION: anyone who reaches the address reads every op's
     /// resource, path, key and errors, so keep it on loopback or behind a proxy of your own.
     /// With --config, the destinations table says which destinations the dispatcher lacks, and
-    /// the file's [console] users or trusted_header turn logins on: every page then needs a
+    /// the file's `[console]` users or trusted_header turn logins on: every page then needs a
     /// viewer or an operator, and operators may replay, cancel, pause and resume (logged as
-    /// console:<name>, over this command's own database login).
+    /// `console:NAME`, over this command's own database login).
     ///
     /// Example: outboxctl web --config /etc/outbox/dispatcher.toml --listen 127.0.0.1:8080
     Web(WebArgs),
@@ -384,7 +384,7 @@ pub(crate) struct RejectionArgs {
 pub(crate) struct WebArgs {
     /// Where to listen, IP:PORT (port 0 picks a free one; the address is printed on stderr).
     /// Any address but loopback lets other hosts reach the console, which has no
-    /// authentication unless --config's [console] configures logins.
+    /// authentication unless --config's `[console]` configures logins.
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "IP:PORT")]
     pub(crate) listen: std::net::SocketAddr,
     /// How often the pages reload themselves, 1s..=1h, or 0s for never. Each reload of the
