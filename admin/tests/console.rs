@@ -6,18 +6,17 @@
 //! text and run nothing. A screenshot of the overview is kept in `target/artifacts/`.
 
 mod browser;
+mod common;
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::collections::BTreeMap;
+use std::process::Output;
 use std::time::Duration;
 
+use browser::attr;
+use common::{Dispatcher, Web};
 use fantoccini::{Client, Locator};
-use outbox_dispatcher::Config;
 use outbox_producer::{Error as ProducerError, Operation};
-use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, signal, wait_until};
-use tokio_util::sync::CancellationToken;
+use outbox_tests::{Receiver, Reply, TestDb, conformance, lease, wait_until};
 
 /// Would set a flag and retitle the page if it ever ran.
 const RESOURCE: &str = "statement:<script>window.__pwned=1;document.title='pwned'</script>";
@@ -30,28 +29,12 @@ const REJECTED: &str = "invoice:<script>window.__pwned=4</script>";
 const PAUSE_REASON: &str = "vendor says <script>window.__pwned=5</script> until 14:00";
 
 /// A dispatcher in this process delivering `statements` ops to `receiver`.
-struct Dispatcher {
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
-}
-
-impl Dispatcher {
-    fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
-        let text = format!(
-            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
-            db.url(),
-            statements(receiver)
-        );
-        let config = Config::load(Some(&text), &HashMap::new()).expect("config");
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
-        Dispatcher { shutdown, task }
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("dispatcher");
-    }
+fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+    Dispatcher::start(&format!(
+        "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
+        db.url(),
+        statements(receiver)
+    ))
 }
 
 /// The `statements` destination at `receiver`: a 400 is final, so an op dies at once.
@@ -117,84 +100,10 @@ async fn ctl(db: &TestDb, args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-/// `outboxctl web` as a real process on a free port; stopped with SIGTERM by [`Web::stop`].
-struct Web {
-    child: Child,
-    /// Where it serves, from the line it printed on stderr.
-    url: String,
-    stderr: std::thread::JoinHandle<String>,
-    _config: tempfile::NamedTempFile,
-}
-
-impl Web {
-    async fn start(db: &TestDb, receiver: &Receiver) -> Web {
-        let config = tempfile::NamedTempFile::new().unwrap();
-        let text = format!("[database]\nurl = {:?}\n{}", db.url(), statements(receiver));
-        std::fs::write(config.path(), text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-            .args([
-                "web",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "30s",
-                "--config",
-            ])
-            .arg(config.path())
-            .env_remove("OUTBOX_DATABASE_URL")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start outboxctl web");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let (url, stderr) = tokio::task::spawn_blocking(move || {
-            let mut seen = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                seen += &line;
-                seen.push('\n');
-                if let Some(at) = line.find("http://") {
-                    let url = line[at..].split_whitespace().next().unwrap().to_owned();
-                    // Keep reading, so the pipe never fills, until the process ends.
-                    let rest = std::thread::spawn(move || {
-                        lines
-                            .map_while(Result::ok)
-                            .fold(seen, |all, l| all + &l + "\n")
-                    });
-                    return (url, rest);
-                }
-            }
-            panic!("outboxctl web printed no address:\n{seen}");
-        })
-        .await
-        .unwrap();
-        Web {
-            child,
-            url,
-            stderr,
-            _config: config,
-        }
-    }
-
-    /// SIGTERM; it must exit 0, saying it stopped.
-    fn stop(mut self) {
-        signal(&self.child, "-TERM");
-        let status = self.child.wait().unwrap();
-        let stderr = self.stderr.join().unwrap();
-        assert!(status.success(), "outboxctl web exited {status}: {stderr}");
-        assert!(stderr.contains("outboxctl web: stopped"), "{stderr}");
-    }
-}
-
-async fn attr(client: &Client, css: &str, name: &str) -> String {
-    let element = client
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no {css}: {e}"));
-    element
-        .attr(name)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{css} has no {name}"))
+/// `outboxctl web --config` serving `db` with the `statements` destination configured.
+async fn web(db: &TestDb, receiver: &Receiver) -> Web {
+    let config = format!("[database]\nurl = {:?}\n{}", db.url(), statements(receiver));
+    Web::start(&config, "30s").await
 }
 
 async fn text(client: &Client, css: &str) -> String {
@@ -332,28 +241,14 @@ async fn overview_matches_status(client: &Client, status: &serde_json::Value) {
     }
 }
 
-/// Where test artifacts are kept: `target/artifacts/`.
-fn artifacts() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target dir")
-        .join("artifacts");
-    std::fs::create_dir_all(&dir).expect("create target/artifacts");
-    dir
-}
-
 /// Keeps a screenshot of the page shown as `target/artifacts/console-<page>.png` (SQLite) or
-/// `console-<page>-<backend>.png`, and prints where.
+/// `console-<page>-<backend>.png`.
 async fn screenshot(client: &Client, db: &TestDb, page: &str) {
-    let shot = client.screenshot().await.unwrap();
-    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
     let name = match db.kind() {
         outbox_tests::Kind::Sqlite => format!("console-{page}.png"),
         other => format!("console-{page}-{}.png", format!("{other:?}").to_lowercase()),
     };
-    let path = artifacts().join(name);
-    std::fs::write(&path, shot).unwrap();
-    eprintln!("screenshot of the {page} page: {}", path.display());
+    browser::screenshot(client, &name).await;
 }
 
 async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_database(db: TestDb) {
@@ -366,7 +261,7 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
     }
     let receiver = Receiver::start().await;
     make_history(&db, &receiver).await;
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     wait_until(
         Duration::from_secs(30),
         "3 delivered, 1 dead, 1 waiting",
@@ -392,7 +287,7 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
     )
     .await;
     assert_eq!(paused["after"], "paused");
-    let web = Web::start(&db, &receiver).await;
+    let web = web(&db, &receiver).await;
     let browser = browser::Browser::start().await;
     let client = &browser.client;
 
@@ -542,7 +437,7 @@ async fn outboxctl_web_refuses_bad_arguments_and_a_taken_address() {
         ),
         (vec!["--listen", taken.as_str()], 1, "cannot listen on"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_outboxctl"))
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
             .arg("web")
             .args(&args)
             .args(["--database-url", db.url()])

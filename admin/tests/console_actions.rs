@@ -11,48 +11,30 @@
 //! of the overview and the charts are kept in `target/artifacts/`.
 
 mod browser;
+mod common;
 
-use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write as _;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use browser::attr;
+use common::{Dispatcher, Web};
 use fantoccini::{Client, Locator};
-use outbox_dispatcher::Config;
 use outbox_producer::Operation;
-use outbox_tests::{Receiver, Reply, TestDb, lease, signal, wait_until};
-use tokio_util::sync::CancellationToken;
+use outbox_tests::{Receiver, Reply, TestDb, lease, wait_until};
 
 const OPERATOR: (&str, &str) = ("ana", "ana's long passphrase");
 const VIEWER: (&str, &str) = ("vic", "vic's long passphrase");
 /// Delivered before the charts are read.
 const DELIVERED: usize = 7;
 
-/// A dispatcher in this process delivering `statements` ops to a receiver.
-struct Dispatcher {
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
-}
-
-impl Dispatcher {
-    fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
-        let text = format!(
-            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
-            db.url(),
-            statements(receiver)
-        );
-        let config = Config::load(Some(&text), &HashMap::new()).expect("config");
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
-        Dispatcher { shutdown, task }
-    }
-
-    /// Stops it; it writes the counts it holds for the charts as it goes.
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("dispatcher");
-    }
+/// A dispatcher in this process delivering `statements` ops to `receiver`.
+fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+    Dispatcher::start(&format!(
+        "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
+        db.url(),
+        statements(receiver)
+    ))
 }
 
 /// The `statements` destination at `receiver`: a 400 is final, so an op dies at once.
@@ -86,118 +68,21 @@ fn hash_password(password: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
-/// `outboxctl web --config` with the two logins, as a real process; stopped with SIGTERM.
-struct Web {
-    child: Child,
-    /// Where it serves, ending in `/`.
-    url: String,
-    /// `host:port`.
-    address: String,
-    stderr: std::thread::JoinHandle<String>,
-    _config: tempfile::NamedTempFile,
-}
-
-impl Web {
-    async fn start(db: &TestDb, receiver: &Receiver) -> Web {
-        let config = tempfile::NamedTempFile::new().unwrap();
-        let text = format!(
-            "[database]\nurl = {:?}\n{}\n[console]\nsession_key = \"{}\"\n\
-             [[console.users]]\nname = \"{}\"\npassword_hash = \"{}\"\nrole = \"operator\"\n\
-             [[console.users]]\nname = \"{}\"\npassword_hash = \"{}\"\nrole = \"viewer\"\n",
-            db.url(),
-            statements(receiver),
-            "k".repeat(48),
-            OPERATOR.0,
-            hash_password(OPERATOR.1),
-            VIEWER.0,
-            hash_password(VIEWER.1),
-        );
-        std::fs::write(config.path(), text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-            .args([
-                "web",
-                "--listen",
-                "127.0.0.1:0",
-                "--refresh",
-                "0s",
-                "--config",
-            ])
-            .arg(config.path())
-            .env_remove("OUTBOX_DATABASE_URL")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start outboxctl web");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let (url, stderr) = tokio::task::spawn_blocking(move || {
-            let mut seen = String::new();
-            while let Some(Ok(line)) = lines.next() {
-                seen += &line;
-                seen.push('\n');
-                if let Some(at) = line.find("http://") {
-                    let url = line[at..].split_whitespace().next().unwrap().to_owned();
-                    let rest = std::thread::spawn(move || {
-                        lines
-                            .map_while(Result::ok)
-                            .fold(seen, |all, l| all + &l + "\n")
-                    });
-                    return (url, rest);
-                }
-            }
-            panic!("outboxctl web printed no address:\n{seen}");
-        })
-        .await
-        .unwrap();
-        let address = url
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        Web {
-            child,
-            url,
-            address,
-            stderr,
-            _config: config,
-        }
-    }
-
-    /// A form's POST to `path` as a browser without the console's page would send it: the
-    /// status code and the body.
-    async fn post(&self, path: &str, cookie: &str, form: &str) -> (u16, String) {
-        let (address, path, cookie, form) = (
-            self.address.clone(),
-            path.to_owned(),
-            cookie.to_owned(),
-            form.to_owned(),
-        );
-        tokio::task::spawn_blocking(move || {
-            let mut c = std::net::TcpStream::connect(&address).expect("connect");
-            write!(
-                c,
-                "POST {path} HTTP/1.0\r\nHost: {address}\r\nCookie: {cookie}\r\n\
-                 Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-                form.len()
-            )
-            .expect("send");
-            let mut answer = String::new();
-            c.read_to_string(&mut answer).expect("answer");
-            let status = answer
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            (status, answer)
-        })
-        .await
-        .unwrap()
-    }
-
-    fn stop(mut self) {
-        signal(&self.child, "-TERM");
-        let status = self.child.wait().unwrap();
-        let stderr = self.stderr.join().unwrap();
-        assert!(status.success(), "outboxctl web exited {status}: {stderr}");
-    }
+/// `outboxctl web --config` with the two logins, as a real process.
+async fn web(db: &TestDb, receiver: &Receiver) -> Web {
+    let config = format!(
+        "[database]\nurl = {:?}\n{}\n[console]\nsession_key = \"{}\"\n\
+         [[console.users]]\nname = \"{}\"\npassword_hash = \"{}\"\nrole = \"operator\"\n\
+         [[console.users]]\nname = \"{}\"\npassword_hash = \"{}\"\nrole = \"viewer\"\n",
+        db.url(),
+        statements(receiver),
+        "k".repeat(48),
+        OPERATOR.0,
+        hash_password(OPERATOR.1),
+        VIEWER.0,
+        hash_password(VIEWER.1),
+    );
+    Web::start(&config, "0s").await
 }
 
 async fn find(client: &Client, css: &str) -> fantoccini::elements::Element {
@@ -205,15 +90,6 @@ async fn find(client: &Client, css: &str) -> fantoccini::elements::Element {
         .find(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css}: {e}"))
-}
-
-async fn attr(client: &Client, css: &str, name: &str) -> String {
-    find(client, css)
-        .await
-        .attr(name)
-        .await
-        .unwrap()
-        .unwrap_or_else(|| panic!("{css} has no {name}"))
 }
 
 /// Signs in as `(user, password)` on the login page.
@@ -282,24 +158,6 @@ async fn state_of(db: &TestDb, seq: i64) -> String {
         .unwrap_or_default()
 }
 
-/// Where test artifacts are kept: `target/artifacts/`.
-fn artifacts() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("the target dir")
-        .join("artifacts");
-    std::fs::create_dir_all(&dir).expect("create target/artifacts");
-    dir
-}
-
-async fn screenshot(client: &Client, name: &str) {
-    let shot = client.screenshot().await.unwrap();
-    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
-    let path = artifacts().join(name);
-    std::fs::write(&path, shot).unwrap();
-    eprintln!("screenshot: {}", path.display());
-}
-
 fn op(path: &str, key: &str) -> Operation {
     Operation::post("statements", path)
         .json(&serde_json::json!({ "key": key }))
@@ -347,7 +205,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
         .seq;
 
     // What the charts must show is what the ops table says was finished.
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     wait_until(Duration::from_secs(30), "delivered and dead", || async {
         let ops = db.ops().await;
         ops.iter().filter(|o| o.state == "delivered").count() == DELIVERED
@@ -360,8 +218,8 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
     let died = ops.iter().filter(|o| o.state == "dead").count();
     assert_eq!((delivered, died), (DELIVERED, 1));
 
-    let dispatcher = Dispatcher::start(&db, &receiver);
-    let web = Web::start(&db, &receiver).await;
+    let dispatcher = dispatcher(&db, &receiver);
+    let web = web(&db, &receiver).await;
     let browser = browser::Browser::start().await;
     let client = &browser.client;
 
@@ -404,7 +262,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
     assert!(!p50.is_empty(), "a latency point");
     // Tall enough for the backlog and the destination's charts in one picture.
     client.set_window_size(1280, 2200).await.unwrap();
-    screenshot(client, "console-charts.png").await;
+    browser::screenshot(client, "console-charts.png").await;
     client.set_window_size(1280, 1200).await.unwrap();
 
     // Replay the dead op from its page: it is delivered, and the log says who and why.
@@ -451,7 +309,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(state_of(&db, held).await, "pending", "paused: held");
     client.goto(&web.url).await.unwrap();
-    screenshot(client, "console-operator-overview.png").await;
+    browser::screenshot(client, "console-operator-overview.png").await;
     submit(
         client,
         "tr[data-destination=\"statements\"] form.resume",

@@ -6,16 +6,13 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::process::Output;
 use std::time::Duration;
 
-use outbox_dispatcher::Config;
 use outbox_producer::Operation;
 use outbox_tests::{Kind, Receiver, Reply, TestDb, conformance, lease, wait_until};
-use tokio_util::sync::CancellationToken;
 
-use common::{json, text};
+use common::{Dispatcher, json, text};
 
 /// Runs outboxctl against `db` with `args`.
 async fn ctl(db: &TestDb, args: &[&str]) -> Output {
@@ -31,30 +28,14 @@ fn lines(out: &Output) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// A dispatcher running in this process until stopped.
-struct Dispatcher {
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
-}
-
-impl Dispatcher {
-    /// Delivers `statements` ops to `receiver`; a 400 is final, so ops die at once.
-    fn start(db: &TestDb, receiver: &Receiver) -> Dispatcher {
-        let text = format!(
-            "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\nbreaker = {{ enabled = false }}\n",
-            db.url(),
-            receiver.url()
-        );
-        let config = Config::load(Some(&text), &HashMap::new()).expect("config");
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
-        Dispatcher { shutdown, task }
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("dispatcher");
-    }
+/// A dispatcher in this process delivering `statements` ops to `receiver`; a 400 is final, so
+/// ops die at once.
+fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+    Dispatcher::start(&format!(
+        "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\nbreaker = {{ enabled = false }}\n",
+        db.url(),
+        receiver.url()
+    ))
 }
 
 fn statement(key: &str) -> Operation {
@@ -92,7 +73,7 @@ async fn a_dead_op_is_investigated_replayed_and_delivered(db: TestDb) {
         "/v1/statements",
         [Reply::status(400).body("account 1842 is locked")],
     );
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     let op = outbox
         .enqueue(&lease, &statement("statement-1842-2026-07"))
@@ -243,7 +224,7 @@ async fn a_cancelled_op_is_never_sent(db: TestDb) {
     )
     .await;
     assert!(out.status.success(), "{}", text(&out));
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     let sent = outbox.enqueue(&lease, &statement("send-me")).await.unwrap();
     until_state(&db, sent.seq, "delivered").await;
     dispatcher.stop().await;
@@ -488,7 +469,7 @@ async fn tail_follows_attempts(db: TestDb) {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     let op = outbox.enqueue(&lease, &statement("tailed")).await.unwrap();
     let mut out = tokio::io::BufReader::new(tail.stdout.take().unwrap());
@@ -517,7 +498,7 @@ async fn replays_racing_the_dispatcher_leave_each_op_in_one_state(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script("/v1/statements", (0..OPS).map(|_| Reply::status(400)));
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     for i in 0..OPS {
         outbox
@@ -757,7 +738,7 @@ fn completions_print_a_script() {
 async fn a_destination_paused_from_outboxctl_waits_until_resumed(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
-    let dispatcher = Dispatcher::start(&db, &receiver);
+    let dispatcher = dispatcher(&db, &receiver);
     let pause = ctl(
         &db,
         &[

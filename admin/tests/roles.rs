@@ -12,13 +12,11 @@ use std::process::Output;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use outbox_dispatcher::Config;
 use outbox_producer::{Operation, Outbox};
 use outbox_store::{MigrateError, Store};
 use outbox_tests::{Receiver, Reply, TestDb, lease, wait_until};
-use tokio_util::sync::CancellationToken;
 
-use common::{ctl, text};
+use common::{Dispatcher, Web, ctl, text};
 
 /// What a header value and a body of the ops hold: never to be seen by a viewer.
 const SECRET_HEADER: &str = "header-value-4417";
@@ -84,79 +82,32 @@ fn denied(out: &Output) {
 
 /// `outboxctl web` as the login of `url`: the status and body of each page of `paths`.
 async fn console_pages(url: &str, paths: &[String]) -> Vec<(String, String)> {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_outboxctl"))
-        .args(["web", "--listen", "127.0.0.1:0"])
-        .env("OUTBOX_DATABASE_URL", url)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start outboxctl web");
-    let stderr = child.stderr.take().expect("stderr");
-    let paths = paths.to_vec();
-    let pages = tokio::task::spawn_blocking(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let address = loop {
-            let line = lines
-                .next()
-                .expect("outboxctl web printed its address")
-                .expect("stderr");
-            if let Some(at) = line.find("http://") {
-                let rest = &line[at + "http://".len()..];
-                break rest[..rest.find('/').expect("a URL")].to_owned();
-            }
-        };
-        paths
-            .iter()
-            .map(|path| {
-                let mut c = std::net::TcpStream::connect(&address).expect("connect");
-                write!(c, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").expect("ask");
-                let mut answer = String::new();
-                c.read_to_string(&mut answer).expect("answer");
-                let status = answer.split_whitespace().nth(1).unwrap_or("").to_owned();
-                (status, answer)
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .expect("pages");
-    let _ = child.kill();
-    let _ = child.wait();
+    let web = Web::start(&format!("[database]\nurl = {url:?}\n"), "10s").await;
+    let mut pages = Vec::new();
+    for path in paths {
+        let (status, page) = web.get(path).await;
+        pages.push((status.to_string(), page));
+    }
+    web.stop();
     pages
 }
 
-/// A dispatcher in this process, connected as `url`'s login, until stopped.
-struct Dispatcher {
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), outbox_dispatcher::Error>>,
+/// A dispatcher in this process, connected as `url`'s login: it delivers `statements` ops to
+/// `receiver` (a 400 is final, a 503 retried), with a retention of a second, so its
+/// housekeeping purges what finished within seconds.
+fn dispatcher(url: &str, receiver: &Receiver) -> Dispatcher {
+    dispatcher_with(url, receiver, "retention = \"1s\"")
 }
 
-impl Dispatcher {
-    /// Delivers `statements` ops to `receiver`: a 400 is final, a 503 retried; with a
-    /// retention of a second, so its housekeeping purges what finished within seconds.
-    fn start(url: &str, receiver: &Receiver) -> Dispatcher {
-        Dispatcher::start_with(url, receiver, "retention = \"1s\"")
-    }
-
-    /// [`Dispatcher::start`] with `housekeeping` (its retention and erasure settings).
-    fn start_with(url: &str, receiver: &Receiver, housekeeping: &str) -> Dispatcher {
-        let text = format!(
-            "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n\
+/// [`dispatcher`] with `housekeeping` (its retention and erasure settings).
+fn dispatcher_with(url: &str, receiver: &Receiver, housekeeping: &str) -> Dispatcher {
+    Dispatcher::start(&format!(
+        "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n\
              poll_interval = \"100ms\"\nlisten = \"\"\npartitions = 2\n{housekeeping}\n\
              [destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\n\
              retry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 4 }}\n",
-            receiver.url()
-        );
-        let config = Config::load(Some(&text), &HashMap::new()).expect("config");
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(outbox_dispatcher::run(config, shutdown.clone()));
-        Dispatcher { shutdown, task }
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("dispatcher");
-    }
+        receiver.url()
+    ))
 }
 
 fn statement(key: &str) -> Operation {
@@ -214,7 +165,7 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
 
     // The dispatcher: migrates with nothing pending, leads its partitions, delivers, retries,
     // records attempts and gives up on a 400, all as outbox_dispatcher.
-    let dispatcher = Dispatcher::start(&dispatcher_url, &receiver);
+    let dispatcher = dispatcher(&dispatcher_url, &receiver);
     until_state(&db, seqs["delivered"].parse().unwrap(), "delivered").await;
     until_state(&db, seqs["retried"].parse().unwrap(), "delivered").await;
     until_state(&db, seqs["dead"].parse().unwrap(), "dead").await;
@@ -425,7 +376,7 @@ async fn the_dispatcher_erases_delivered_content_with_its_role_alone() {
         let done = owner.enqueue(&l, &statement(key)).await.expect("enqueue");
         seqs.insert(key, done.seq.to_string());
     }
-    let dispatcher = Dispatcher::start_with(
+    let dispatcher = dispatcher_with(
         &dispatcher_url,
         &receiver,
         "retention = \"1h\"\nerase_after = \"1s\"",

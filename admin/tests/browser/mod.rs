@@ -128,3 +128,34 @@ fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
+
+/// Where test artifacts are kept: `target/artifacts/`.
+pub(crate) fn artifacts() -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target dir")
+        .join("artifacts");
+    std::fs::create_dir_all(&dir).expect("create target/artifacts");
+    dir
+}
+
+/// Keeps a screenshot of the page shown as `target/artifacts/<name>`, and prints where.
+pub(crate) async fn screenshot(client: &Client, name: &str) {
+    let shot = client.screenshot().await.unwrap();
+    assert!(shot.starts_with(b"\x89PNG"), "a PNG");
+    let path = artifacts().join(name);
+    std::fs::write(&path, shot).unwrap();
+    eprintln!("screenshot: {}", path.display());
+}
+
+/// The attribute `name` of the element `css` finds.
+pub(crate) async fn attr(client: &Client, css: &str, name: &str) -> String {
+    client
+        .find(fantoccini::Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .attr(name)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{css} has no {name}"))
+}
