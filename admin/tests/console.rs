@@ -29,7 +29,7 @@ const REJECTED: &str = "invoice:<script>window.__pwned=4</script>";
 const PAUSE_REASON: &str = "vendor says <script>window.__pwned=5</script> until 14:00";
 
 /// A dispatcher in this process delivering `statements` ops to `receiver`.
-fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+fn start_dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
     Dispatcher::start(&format!(
         "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
         db.url(),
@@ -261,7 +261,7 @@ async fn the_console_shows_real_data_in_a_browser_and_runs_nothing_from_the_data
     }
     let receiver = Receiver::start().await;
     make_history(&db, &receiver).await;
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     wait_until(
         Duration::from_secs(30),
         "3 delivered, 1 dead, 1 waiting",

@@ -29,7 +29,7 @@ const VIEWER: (&str, &str) = ("vic", "vic's long passphrase");
 const DELIVERED: usize = 7;
 
 /// A dispatcher in this process delivering `statements` ops to `receiver`.
-fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+fn start_dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
     Dispatcher::start(&format!(
         "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n{}",
         db.url(),
@@ -205,7 +205,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
         .seq;
 
     // What the charts must show is what the ops table says was finished.
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     wait_until(Duration::from_secs(30), "delivered and dead", || async {
         let ops = db.ops().await;
         ops.iter().filter(|o| o.state == "delivered").count() == DELIVERED
@@ -218,7 +218,7 @@ async fn an_operator_signs_in_reads_the_charts_and_acts_and_forged_or_viewer_pos
     let died = ops.iter().filter(|o| o.state == "dead").count();
     assert_eq!((delivered, died), (DELIVERED, 1));
 
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let web = web(&db, &receiver).await;
     let browser = browser::Browser::start().await;
     let client = &browser.client;

@@ -30,7 +30,7 @@ fn lines(out: &Output) -> Vec<serde_json::Value> {
 
 /// A dispatcher in this process delivering `statements` ops to `receiver`; a 400 is final, so
 /// ops die at once.
-fn dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
+fn start_dispatcher(db: &TestDb, receiver: &Receiver) -> Dispatcher {
     Dispatcher::start(&format!(
         "[database]\nurl = {:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\npoll_interval = \"100ms\"\nlisten = \"\"\n[destinations.statements]\nbase_url = \"{}\"\ntimeout = \"2s\"\nretry = {{ base = \"50ms\", cap = \"100ms\", max_attempts = 3 }}\nbreaker = {{ enabled = false }}\n",
         db.url(),
@@ -73,7 +73,7 @@ async fn a_dead_op_is_investigated_replayed_and_delivered(db: TestDb) {
         "/v1/statements",
         [Reply::status(400).body("account 1842 is locked")],
     );
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     let op = outbox
         .enqueue(&lease, &statement("statement-1842-2026-07"))
@@ -224,7 +224,7 @@ async fn a_cancelled_op_is_never_sent(db: TestDb) {
     )
     .await;
     assert!(out.status.success(), "{}", text(&out));
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let sent = outbox.enqueue(&lease, &statement("send-me")).await.unwrap();
     until_state(&db, sent.seq, "delivered").await;
     dispatcher.stop().await;
@@ -469,7 +469,7 @@ async fn tail_follows_attempts(db: TestDb) {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     let op = outbox.enqueue(&lease, &statement("tailed")).await.unwrap();
     let mut out = tokio::io::BufReader::new(tail.stdout.take().unwrap());
@@ -498,7 +498,7 @@ async fn replays_racing_the_dispatcher_leave_each_op_in_one_state(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
     receiver.script("/v1/statements", (0..OPS).map(|_| Reply::status(400)));
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let lease = lease(&outbox, "statement:1842").await;
     for i in 0..OPS {
         outbox
@@ -738,7 +738,7 @@ fn completions_print_a_script() {
 async fn a_destination_paused_from_outboxctl_waits_until_resumed(db: TestDb) {
     let outbox = db.outbox().await;
     let receiver = Receiver::start().await;
-    let dispatcher = dispatcher(&db, &receiver);
+    let dispatcher = start_dispatcher(&db, &receiver);
     let pause = ctl(
         &db,
         &[

@@ -95,12 +95,12 @@ async fn console_pages(url: &str, paths: &[String]) -> Vec<(String, String)> {
 /// A dispatcher in this process, connected as `url`'s login: it delivers `statements` ops to
 /// `receiver` (a 400 is final, a 503 retried), with a retention of a second, so its
 /// housekeeping purges what finished within seconds.
-fn dispatcher(url: &str, receiver: &Receiver) -> Dispatcher {
-    dispatcher_with(url, receiver, "retention = \"1s\"")
+fn start_dispatcher(url: &str, receiver: &Receiver) -> Dispatcher {
+    start_dispatcher_with(url, receiver, "retention = \"1s\"")
 }
 
-/// [`dispatcher`] with `housekeeping` (its retention and erasure settings).
-fn dispatcher_with(url: &str, receiver: &Receiver, housekeeping: &str) -> Dispatcher {
+/// [`start_dispatcher`] with `housekeeping` (its retention and erasure settings).
+fn start_dispatcher_with(url: &str, receiver: &Receiver, housekeeping: &str) -> Dispatcher {
     Dispatcher::start(&format!(
         "[database]\nurl = {url:?}\n[lease]\nmin_ttl = \"1s\"\n[dispatcher]\nlease_ttl = \"3s\"\n\
              poll_interval = \"100ms\"\nlisten = \"\"\npartitions = 2\n{housekeeping}\n\
@@ -165,7 +165,7 @@ async fn each_component_runs_with_its_role_alone_and_is_refused_the_rest() {
 
     // The dispatcher: migrates with nothing pending, leads its partitions, delivers, retries,
     // records attempts and gives up on a 400, all as outbox_dispatcher.
-    let dispatcher = dispatcher(&dispatcher_url, &receiver);
+    let dispatcher = start_dispatcher(&dispatcher_url, &receiver);
     until_state(&db, seqs["delivered"].parse().unwrap(), "delivered").await;
     until_state(&db, seqs["retried"].parse().unwrap(), "delivered").await;
     until_state(&db, seqs["dead"].parse().unwrap(), "dead").await;
@@ -376,7 +376,7 @@ async fn the_dispatcher_erases_delivered_content_with_its_role_alone() {
         let done = owner.enqueue(&l, &statement(key)).await.expect("enqueue");
         seqs.insert(key, done.seq.to_string());
     }
-    let dispatcher = dispatcher_with(
+    let dispatcher = start_dispatcher_with(
         &dispatcher_url,
         &receiver,
         "retention = \"1h\"\nerase_after = \"1s\"",
