@@ -39,6 +39,11 @@ const NOT_EVERY_BACKEND: &[(&str, &str, &str)] = &[
     ),
     (
         "sqlite",
+        "backlog_minute_purge.sql",
+        "a prepared SQLite statement deletes from one table: the charts' retention deletes the backlog's samples with this one (PostgreSQL and SQL Server delete both tables' rows in minute_stats_purge.sql)",
+    ),
+    (
+        "sqlite",
         "op_request_delete.sql",
         "see op_queue_insert.sql: a purge deletes the finished rows, then their requests with this statement",
     ),

@@ -2,7 +2,11 @@
 -- migrations/mssql/0019_minute_stats.sql). Written once: a retry of a write that committed
 -- does nothing.
 -- Parameters: @P1 minute, @P2 instance id, @P3 destination, @P4 delivered, @P5 retried,
--- @P6 dead, @P7..@P19 the latency buckets, from latency_le_100ms to latency_over_1h.
+-- @P6 dead, and the latency buckets:
+-- @P7 latency_le_100ms, @P8 latency_le_250ms, @P9 latency_le_500ms, @P10 latency_le_1s,
+-- @P11 latency_le_2500ms, @P12 latency_le_5s, @P13 latency_le_10s, @P14 latency_le_30s,
+-- @P15 latency_le_1m, @P16 latency_le_5m, @P17 latency_le_15m, @P18 latency_le_1h,
+-- @P19 latency_over_1h.
 SET NOCOUNT ON;
 IF NOT EXISTS (SELECT 1 FROM dbo.outbox_minute_stats
                WHERE minute = @P1 AND instance_id = @P2 AND destination = @P3)
