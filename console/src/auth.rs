@@ -94,8 +94,10 @@ impl Session {
         })
     }
 
-    /// The cookie's value: the payload and its signature, each base64url.
-    pub(crate) fn encode(&self, key: &SessionKey) -> String {
+    /// The cookie's value: the payload and its signature, each base64url. The signature also
+    /// covers `credential`, the user's password hash as configured (not in the cookie): a new
+    /// password ends every session signed before it.
+    pub(crate) fn encode(&self, key: &SessionKey, credential: &str) -> String {
         let payload = format!(
             "1\n{}\n{}\n{}\n{}",
             self.id,
@@ -103,17 +105,26 @@ impl Session {
             self.role.as_str(),
             self.user
         );
-        let tag = sign(key, "session", payload.as_bytes());
+        let tag = sign(key, "session", &signed(payload.as_bytes(), credential));
         format!("{}.{}", B64.encode(payload), B64.encode(tag))
     }
 
-    /// The session a cookie's value carries, if its signature is the key's and it has not
-    /// expired at `now`; `None` for anything else.
-    pub(crate) fn decode(value: &str, key: &SessionKey, now: u64) -> Option<Session> {
+    /// The session a cookie's value carries, if its signature is the key's over the payload
+    /// and `credential_of` its user (the configured password hash), and it has not expired at
+    /// `now`; `None` for anything else.
+    pub(crate) fn decode<'a>(
+        value: &str,
+        key: &SessionKey,
+        now: u64,
+        credential_of: impl FnOnce(&str) -> Option<&'a str>,
+    ) -> Option<Session> {
         let (payload, tag) = value.split_once('.')?;
         let payload = B64.decode(payload).ok()?;
         let tag = B64.decode(tag).ok()?;
-        verify(key, "session", &payload, &tag).then_some(())?;
+        // The user is read to find its credential; nothing else is trusted before the check.
+        let user = std::str::from_utf8(&payload).ok()?.splitn(5, '\n').nth(4)?;
+        let credential = credential_of(user)?;
+        verify(key, "session", &signed(&payload, credential), &tag).then_some(())?;
         let text = String::from_utf8(payload).ok()?;
         let mut fields = text.splitn(5, '\n');
         let (version, id, expires, role, user) = (
@@ -134,6 +145,15 @@ impl Session {
             user: user.to_owned(),
         })
     }
+}
+
+/// What a session's signature covers: its payload, then the user's credential.
+fn signed(payload: &[u8], credential: &str) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(payload.len() + 1 + credential.len());
+    bytes.extend_from_slice(payload);
+    bytes.push(b'\n');
+    bytes.extend_from_slice(credential.as_bytes());
+    bytes
 }
 
 /// Seconds since the Unix epoch.
@@ -243,7 +263,9 @@ pub(crate) fn principal(access: &Access, headers: &HeaderMap) -> Option<Principa
             });
         }
     }
-    let session = Session::decode(cookie(headers, SESSION_COOKIE)?, key, now())?;
+    let session = Session::decode(cookie(headers, SESSION_COOKIE)?, key, now(), |user| {
+        access.users.get(user).map(|u| u.password_hash.as_str())
+    })?;
     let configured = access.users.get(&session.user)?;
     let scope = format!("session\n{}", session.id);
     Some(Principal {
@@ -310,18 +332,43 @@ mod tests {
         }
     }
 
+    const HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaGhhc2g";
+
+    fn hash(_user: &str) -> Option<&'static str> {
+        Some(HASH)
+    }
+
     #[test]
-    fn a_session_round_trips_until_it_expires() {
+    fn a_session_round_trips_until_it_expires_or_its_password_changes() {
         let s = session(1_000);
-        let cookie = s.encode(&key(1));
-        assert_eq!(Session::decode(&cookie, &key(1), 999), Some(s));
-        assert_eq!(Session::decode(&cookie, &key(1), 1_000), None, "expired");
-        assert_eq!(Session::decode(&cookie, &key(2), 999), None, "another key");
+        let cookie = s.encode(&key(1), HASH);
+        assert_eq!(Session::decode(&cookie, &key(1), 999, hash), Some(s));
+        assert_eq!(
+            Session::decode(&cookie, &key(1), 1_000, hash),
+            None,
+            "expired"
+        );
+        assert_eq!(
+            Session::decode(&cookie, &key(2), 999, hash),
+            None,
+            "another key"
+        );
+        let changed = |_: &str| Some("$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdA$bmV3aGFzaA");
+        assert_eq!(
+            Session::decode(&cookie, &key(1), 999, changed),
+            None,
+            "a new password"
+        );
+        assert_eq!(
+            Session::decode(&cookie, &key(1), 999, |_| None),
+            None,
+            "no such user"
+        );
     }
 
     #[test]
     fn a_tampered_or_malformed_cookie_is_refused() {
-        let cookie = session(1_000).encode(&key(1));
+        let cookie = session(1_000).encode(&key(1), HASH);
         let (payload, tag) = cookie.split_once('.').unwrap();
         let forged = B64.encode(
             String::from_utf8(B64.decode(payload).unwrap())
@@ -329,11 +376,11 @@ mod tests {
                 .replace("alice", "mallory"),
         );
         assert_eq!(
-            Session::decode(&format!("{forged}.{tag}"), &key(1), 0),
+            Session::decode(&format!("{forged}.{tag}"), &key(1), 0, hash),
             None
         );
         for bad in ["", ".", "x.y", "%%%.%%%", &format!("{payload}."), payload] {
-            assert_eq!(Session::decode(bad, &key(1), 0), None, "{bad}");
+            assert_eq!(Session::decode(bad, &key(1), 0, hash), None, "{bad}");
         }
     }
 

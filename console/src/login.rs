@@ -175,7 +175,10 @@ fn signed_in(c: &Console, user: &str, role: Role) -> Response {
     let base = c.base();
     let mut answer = Redirect::to(&format!("{base}/")).into_response();
     let cookies = answer.headers_mut();
-    let value = session.encode(key);
+    let Some(credential) = access.users.get(user).map(|u| u.password_hash.as_str()) else {
+        return pages::error(c, &PageError::internal("the user is no longer configured"));
+    };
+    let value = session.encode(key, credential);
     cookies.append(
         header::SET_COOKIE,
         auth::set_cookie(access, base, SESSION_COOKIE, &value, ttl),

@@ -545,15 +545,22 @@ async fn a_tampered_or_expired_session_is_refused() {
 }
 
 #[tokio::test]
-async fn a_session_forged_with_the_key_is_accepted_until_its_expiry() {
-    // Proves the expired cookie of the test above was refused for its expiry alone.
+async fn a_session_forged_with_the_key_is_accepted_until_its_expiry_or_a_new_password() {
+    // Proves the expired cookie of the test above was refused for its expiry alone, and that
+    // a session is signed over its user's password hash as configured.
     let db = TestDb::sqlite().await;
-    let router = router(db.store().await, logins());
-    let forge = |expires: u64| {
+    let hash = cheap_hash(PASSWORD);
+    let access = Access::logins(SessionKey::new(KEY.to_vec()).unwrap())
+        .user("vic", &hash, Role::Viewer)
+        .unwrap();
+    let router = router(db.store().await, access);
+    let forge = |expires: u64, credential: &str| {
         let payload = format!("1\n00112233445566778899aabbccddeeff\n{expires}\nviewer\nvic");
         let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(KEY).unwrap();
         mac.update(b"session\0");
         mac.update(payload.as_bytes());
+        mac.update(b"\n");
+        mac.update(credential.as_bytes());
         let tag = mac.finalize().into_bytes();
         Browser {
             cookie: format!(
@@ -568,11 +575,17 @@ async fn a_session_forged_with_the_key_is_accepted_until_its_expiry() {
         .unwrap()
         .as_secs();
     assert_eq!(
-        forge(now + 600).get(&router, "/").await.status,
+        forge(now + 600, &hash).get(&router, "/").await.status,
         StatusCode::OK
     );
     assert_eq!(
-        forge(now - 1).get(&router, "/").await.status,
+        forge(now - 1, &hash).get(&router, "/").await.status,
+        StatusCode::SEE_OTHER
+    );
+    // Signed over the password hash vic had before: refused.
+    let before = cheap_hash("vic's old password");
+    assert_eq!(
+        forge(now + 600, &before).get(&router, "/").await.status,
         StatusCode::SEE_OTHER
     );
 }
