@@ -85,9 +85,13 @@ async fn web(db: &TestDb, receiver: &Receiver) -> Web {
     Web::start(&config, "0s").await
 }
 
+/// The element `css` finds, waiting up to 10 s for it (a submitted form's answer may still be
+/// loading).
 async fn find(client: &Client, css: &str) -> fantoccini::elements::Element {
     client
-        .find(Locator::Css(css))
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css}: {e}"))
 }
@@ -113,7 +117,8 @@ async fn sign_in(client: &Client, web: &Web, (user, password): (&str, &str)) {
     );
 }
 
-/// Fills the reason of the form `form` and submits it.
+/// Fills the reason of the form `form`, submits it, and waits for the answer's result line
+/// (`#done`; the page the form was on has none).
 async fn submit(client: &Client, form: &str, reason: &str) {
     find(client, &format!("{form} input[name=reason]"))
         .await
@@ -125,6 +130,7 @@ async fn submit(client: &Client, form: &str, reason: &str) {
         .click()
         .await
         .unwrap();
+    find(client, "#done").await;
 }
 
 /// The browser's session cookie, as a `Cookie:` header's value.
