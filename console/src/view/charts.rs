@@ -1,29 +1,22 @@
 //! The charts' model (`/charts`): the dispatchers' per-minute counts (`outbox_store::stats`)
 //! over the last hour or day as server-drawn SVG. Throughput by outcome and the delivery
 //! latency's p50 and p99 per destination, the backlog's depth and age, and each destination's
-//! held stretches (breaker open or half-open, or paused). Every drawn number is computed here;
-//! the template only places it, and each point carries its value as a tooltip (`<title>`) and in
-//! a table beside the chart, so the charts read without a mouse and without JavaScript.
+//! held stretches (breaker open or half-open, or paused). Every drawn number is computed here
+//! and in `svg.rs` (one chart's axes, scale and points); the template only places it, and each
+//! point carries its value as a tooltip (`<title>`) and in a table beside the chart, so the
+//! charts read without a mouse and without JavaScript.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use outbox_store::health::{DestinationHealth, Hold};
-use outbox_store::stats::{
-    BacklogSample, Counts, LATENCY_BOUNDS_MS, LATENCY_BUCKETS, LatencyBound, StatsWindow,
-};
+use outbox_store::stats::{BacklogSample, Counts, StatsWindow};
 use time::{Duration, OffsetDateTime};
 
+use super::svg::{
+    Axis, BOTTOM, Chart, LEFT, Points, Scale, TOP, Tick, WIDTH, chart, clock, latency_label, level,
+};
 use crate::text;
 
-/// The plot's size in SVG units (the page scales it to its width).
-const WIDTH: f64 = 720.0;
-const HEIGHT: f64 = 180.0;
-/// Room for the axes' labels.
-const LEFT: f64 = 64.0;
-const RIGHT: f64 = 24.0;
-const TOP: f64 = 8.0;
-const BOTTOM: f64 = 22.0;
 /// Most destinations charted (the most active first); the table on the overview lists all.
 pub(crate) const DESTINATIONS_CHARTED: usize = 12;
 
@@ -127,56 +120,6 @@ pub(crate) struct DestinationCharts {
     pub(crate) latency: Chart,
 }
 
-/// One chart: its axes and series, in SVG units.
-#[derive(Debug, Clone)]
-pub(crate) struct Chart {
-    /// The element id (letters, digits and `-`).
-    pub(crate) id: String,
-    /// What it shows.
-    pub(crate) title: String,
-    pub(crate) width: f64,
-    pub(crate) height: f64,
-    /// The plot's box: left, right and bottom (the top is the scale's).
-    pub(crate) left: f64,
-    pub(crate) right: f64,
-    pub(crate) bottom: f64,
-    pub(crate) y_ticks: Vec<Tick>,
-    pub(crate) x_ticks: Vec<Tick>,
-    pub(crate) series: Vec<Series>,
-    /// The table under the chart: a header and a row per bin with a value.
-    pub(crate) columns: Vec<String>,
-    pub(crate) rows: Vec<Vec<String>>,
-}
-
-/// An axis label at a position (x for the time axis, y for the value axis).
-#[derive(Debug, Clone)]
-pub(crate) struct Tick {
-    pub(crate) at: f64,
-    pub(crate) label: String,
-}
-
-/// A line and its points.
-#[derive(Debug, Clone)]
-pub(crate) struct Series {
-    /// Its name in the legend, and a CSS class (`delivered`, `retried`, `dead`, `p50`, …).
-    pub(crate) name: &'static str,
-    /// The polylines' `points` (one per run of points without a gap).
-    pub(crate) lines: Vec<String>,
-    pub(crate) points: Vec<Point>,
-}
-
-/// A point with its tooltip and value.
-#[derive(Debug, Clone)]
-pub(crate) struct Point {
-    pub(crate) x: f64,
-    pub(crate) y: f64,
-    /// The bin's start (RFC 3339).
-    pub(crate) at: String,
-    /// The value as a number (for `data-value`) and the tooltip.
-    pub(crate) value: String,
-    pub(crate) title: String,
-}
-
 /// The held stretches: a row per destination that was held in the window.
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
@@ -206,68 +149,6 @@ pub(crate) struct Bar {
     pub(crate) title: String,
 }
 
-/// The bins of a window, and where each point goes.
-struct Axis {
-    start: OffsetDateTime,
-    bin: Duration,
-    bins: usize,
-}
-
-impl Axis {
-    fn new(window: Window, now: OffsetDateTime) -> Axis {
-        Axis {
-            start: window.start(now),
-            bin: window.bin(),
-            bins: window.bins(),
-        }
-    }
-
-    fn end(&self) -> OffsetDateTime {
-        self.start + self.bin * self.bins as i32
-    }
-
-    /// The bin holding `t`, if in the window.
-    fn bin_of(&self, t: OffsetDateTime) -> Option<usize> {
-        if t < self.start {
-            return None;
-        }
-        let i = ((t - self.start).whole_seconds() / self.bin.whole_seconds()) as usize;
-        (i < self.bins).then_some(i)
-    }
-
-    fn bin_start(&self, i: usize) -> OffsetDateTime {
-        self.start + self.bin * i as i32
-    }
-
-    /// The x of the middle of bin `i`.
-    fn x(&self, i: usize) -> f64 {
-        LEFT + (i as f64 + 0.5) * self.step()
-    }
-
-    fn step(&self) -> f64 {
-        (WIDTH - LEFT - RIGHT) / self.bins as f64
-    }
-
-    /// The x of time `t`, clamped to the plot.
-    fn x_at(&self, t: OffsetDateTime) -> f64 {
-        let span = (self.end() - self.start).as_seconds_f64();
-        let f = ((t - self.start).as_seconds_f64() / span).clamp(0.0, 1.0);
-        LEFT + f * (WIDTH - LEFT - RIGHT)
-    }
-
-    /// A label every few bins, at the bins' starts: clock times, UTC.
-    fn ticks(&self) -> Vec<Tick> {
-        let every = (self.bins / 6).max(1);
-        (0..=self.bins)
-            .step_by(every)
-            .map(|i| Tick {
-                at: LEFT + i as f64 * self.step(),
-                label: clock(self.bin_start(i)),
-            })
-            .collect()
-    }
-}
-
 impl Charts {
     /// The charts of `stats` (read from [`Window::start`]) over `window` for a page made at
     /// `now`, with the breaker rows and the ended `holds` for the timeline; `link` makes the
@@ -280,7 +161,7 @@ impl Charts {
         holds: &[(String, Hold)],
         link: impl Fn(Window) -> String,
     ) -> Charts {
-        let axis = Axis::new(window, now);
+        let axis = Axis::new(window.start(now), window.bin(), window.bins());
         // Sum the minutes into bins, per destination.
         let mut per: BTreeMap<&str, Vec<Counts>> = BTreeMap::new();
         for m in &stats.counts {
@@ -424,212 +305,6 @@ fn backlog(axis: &Axis, samples: &[BacklogSample]) -> (Chart, Chart) {
     (depth, age)
 }
 
-/// How a chart's values map to heights, and its value axis' labels.
-struct Scale {
-    max: f64,
-    ticks: Vec<(f64, String)>,
-}
-
-impl Scale {
-    /// 0 to a round number at least `max` (1, 2 or 5 times a power of ten).
-    fn counts(max: f64) -> Scale {
-        let top = nice(max);
-        Scale {
-            max: top,
-            ticks: [0.0, top / 2.0, top]
-                .into_iter()
-                .map(|v| (v, format!("{v}")))
-                .collect(),
-        }
-    }
-
-    /// 0 to a round number of seconds at least `max`.
-    fn seconds(max: f64) -> Scale {
-        let top = nice(max);
-        Scale {
-            max: top,
-            ticks: [0.0, top / 2.0, top]
-                .into_iter()
-                .map(|v| (v, text::age_ms((v * 1000.0) as i64)))
-                .collect(),
-        }
-    }
-
-    /// The latency buckets as evenly spaced levels (a log scale of sorts).
-    fn latency() -> Scale {
-        Scale {
-            max: (LATENCY_BUCKETS - 1) as f64,
-            ticks: [0usize, 3, 6, 8, 10, 12]
-                .into_iter()
-                .map(|l| (l as f64, latency_label(l)))
-                .collect(),
-        }
-    }
-
-    fn y(&self, v: f64) -> f64 {
-        let plot = HEIGHT - TOP - BOTTOM;
-        let f = if self.max > 0.0 {
-            (v / self.max).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        TOP + plot * (1.0 - f)
-    }
-}
-
-/// The smallest of 1, 2 and 5 times a power of ten that is at least `max` (at least 1).
-fn nice(max: f64) -> f64 {
-    let mut top = 1.0;
-    while top < max {
-        for f in [2.0, 2.5, 2.0] {
-            top *= f;
-            if top >= max {
-                return top;
-            }
-        }
-    }
-    top
-}
-
-/// The level of a latency quantile: its bucket's index.
-fn level(bound: LatencyBound) -> f64 {
-    match bound {
-        LatencyBound::Over(_) => (LATENCY_BUCKETS - 1) as f64,
-        LatencyBound::AtMost(d) => LATENCY_BOUNDS_MS
-            .iter()
-            .position(|&ms| u128::from(ms) == d.as_millis())
-            .unwrap_or(LATENCY_BUCKETS - 1) as f64,
-    }
-}
-
-/// `≤ 250 ms`, `≤ 1 min`, `> 1 h`: a latency level in words.
-fn latency_label(level: usize) -> String {
-    match LATENCY_BOUNDS_MS.get(level) {
-        Some(&ms) => format!("≤ {}", short_duration(ms)),
-        None => format!(
-            "> {}",
-            short_duration(LATENCY_BOUNDS_MS[LATENCY_BOUNDS_MS.len() - 1])
-        ),
-    }
-}
-
-fn short_duration(ms: u64) -> String {
-    match ms {
-        ms if ms < 1_000 => format!("{ms} ms"),
-        ms if ms < 60_000 => format!("{} s", ms as f64 / 1000.0),
-        ms if ms < 3_600_000 => format!("{} min", ms / 60_000),
-        ms => format!("{} h", ms / 3_600_000),
-    }
-}
-
-/// Which values of a chart are points (a dot with its tooltip, a row of the table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Points {
-    /// Every value (a latency level: 0 is the first bucket).
-    All,
-    /// Values above zero (counts: zero is the line's floor).
-    AboveZero,
-}
-
-impl Points {
-    fn keeps(self, v: f64) -> bool {
-        self == Points::All || v > 0.0
-    }
-}
-
-/// A chart of `series` (values per bin, `None` a gap) on `scale`; `label` writes a value.
-fn chart(
-    axis: &Axis,
-    id: String,
-    title: String,
-    scale: &Scale,
-    series: &[(&'static str, Vec<Option<f64>>)],
-    (points, label): (Points, impl Fn(f64) -> String),
-) -> Chart {
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for i in 0..axis.bins {
-        if series
-            .iter()
-            .any(|(_, v)| v[i].is_some_and(|v| points.keeps(v)))
-        {
-            let mut row = vec![text::exact(axis.bin_start(i))];
-            row.extend(
-                series
-                    .iter()
-                    .map(|(_, v)| v[i].map_or("—".to_owned(), &label)),
-            );
-            rows.push(row);
-        }
-    }
-    let series: Vec<Series> = series
-        .iter()
-        .map(|(name, values)| {
-            let mut lines = Vec::new();
-            let mut line = String::new();
-            let mut dots = Vec::new();
-            for (i, v) in values.iter().enumerate() {
-                let Some(v) = *v else {
-                    if !line.is_empty() {
-                        lines.push(std::mem::take(&mut line));
-                    }
-                    continue;
-                };
-                let (x, y) = (axis.x(i), scale.y(v));
-                let _ = write!(
-                    line,
-                    "{}{x:.1},{y:.1}",
-                    if line.is_empty() { "" } else { " " }
-                );
-                if points.keeps(v) {
-                    let at = axis.bin_start(i);
-                    dots.push(Point {
-                        x,
-                        y,
-                        at: text::exact(at),
-                        value: format!("{v}"),
-                        title: format!("{} UTC: {} {name}", clock(at), label(v)),
-                    });
-                }
-            }
-            if !line.is_empty() {
-                lines.push(line);
-            }
-            Series {
-                name,
-                lines,
-                points: dots,
-            }
-        })
-        .collect();
-    let mut columns = vec!["from (UTC)".to_owned()];
-    columns.extend(series_names(&series));
-    Chart {
-        id,
-        title,
-        width: WIDTH,
-        height: HEIGHT,
-        left: LEFT,
-        right: WIDTH - RIGHT,
-        bottom: HEIGHT - BOTTOM,
-        y_ticks: scale
-            .ticks
-            .iter()
-            .map(|(v, label)| Tick {
-                at: scale.y(*v),
-                label: label.clone(),
-            })
-            .collect(),
-        x_ticks: axis.ticks(),
-        series,
-        columns,
-        rows,
-    }
-}
-
-fn series_names(series: &[Series]) -> Vec<String> {
-    series.iter().map(|s| s.name.replace('_', " ")).collect()
-}
-
 /// The held stretches of each destination in the window: the ended ones in `holds`, and the
 /// one under way by its breaker row.
 fn timeline(
@@ -686,12 +361,6 @@ fn timeline(
         x_ticks: axis.ticks(),
         rows,
     }
-}
-
-/// `HH:MM` in UTC.
-fn clock(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!("{:02}:{:02}", t.hour(), t.minute())
 }
 
 #[cfg(test)]
@@ -861,14 +530,5 @@ mod tests {
         assert_eq!(rows[1].bars[0].class, "open");
         assert!(rows[1].bars[0].title.ends_with("to now UTC"));
         assert!(!c.any);
-    }
-
-    #[test]
-    fn round_tops_are_one_two_or_five_times_a_power_of_ten() {
-        let tops: Vec<f64> = [0.0, 1.0, 1.5, 3.0, 7.0, 11.0, 260.0]
-            .into_iter()
-            .map(nice)
-            .collect();
-        assert_eq!(tops, [1.0, 1.0, 2.0, 5.0, 10.0, 20.0, 500.0]);
     }
 }

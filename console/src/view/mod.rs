@@ -6,6 +6,7 @@ mod charts;
 mod op;
 mod ops;
 mod overview;
+mod svg;
 
 pub(crate) use charts::{Charts, Window};
 pub(crate) use op::OpPage;
