@@ -5,11 +5,11 @@
 //! operator's pages never take a connection the partition loops need.
 
 use backon::Retryable as _;
-use outbox_console::{Access, AccessError, Console, Options, Role, SessionKey};
+use outbox_console::{AccessError, Console, Options};
 use outbox_store::{Store, StoreOptions};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ConsoleConfig, ConsoleRole};
+use crate::config::Config;
 
 /// Where the pages live on the listener, beside `/metrics`, `/healthz` and `/readyz`.
 pub const BASE_PATH: &str = "/console";
@@ -28,41 +28,15 @@ pub(crate) fn console(config: &Config) -> Result<Option<Console>, AccessError> {
         refresh: config.console.refresh,
         configured_destinations: Some(config.destinations.keys().cloned().collect()),
     };
+    if config.console.random_session_key() {
+        tracing::warn!(
+            "console: no session_key configured: sessions are signed with a random key and end when this process stops"
+        );
+    }
     Ok(Some(Console::with_access(
         options,
-        access(&config.console)?,
+        config.console.access()?,
     )))
-}
-
-/// Who may sign in, from `[console]` (already checked by the config's validation): read-only
-/// without users and trusted header; a random session key when none is configured.
-pub(crate) fn access(c: &ConsoleConfig) -> Result<Access, AccessError> {
-    if c.users.is_empty() && c.trusted_header.is_none() {
-        return Ok(Access::read_only());
-    }
-    let key = match &c.session_key {
-        Some(k) => SessionKey::new(k.expose().as_bytes().to_vec())?,
-        None => {
-            tracing::warn!(
-                "console: no session_key configured: sessions are signed with a random key and end when this process stops"
-            );
-            SessionKey::random()?
-        }
-    };
-    let mut access = Access::logins(key)
-        .session_ttl(c.session_ttl)
-        .secure_cookie(c.secure_cookie);
-    for u in &c.users {
-        let role = match u.role {
-            ConsoleRole::Viewer => Role::Viewer,
-            ConsoleRole::Operator => Role::Operator,
-        };
-        access = access.user(&u.name, u.password_hash.expose(), role)?;
-    }
-    if let Some(header) = &c.trusted_header {
-        access = access.trusted_header(header.clone(), c.trusted_operators.clone());
-    }
-    Ok(access)
 }
 
 /// Connects the console's own pool (retrying while the database is unreachable), attaches it,

@@ -4,8 +4,8 @@
 
 use std::io::{IsTerminal as _, Read as _, Write as _};
 
-use outbox_console::{Access, Role, SessionKey};
-use outbox_dispatcher::config::{ConsoleConfig, ConsoleRole};
+use outbox_console::Access;
+use outbox_dispatcher::config::ConsoleConfig;
 
 use crate::exit::CliError;
 
@@ -49,33 +49,11 @@ fn set_echo(on: bool) {
         .status();
 }
 
-/// Who may sign in to `outboxctl web`, from `[console]`: read-only without users and trusted
-/// header. The session key file is not read (outboxctl reads the config without keys): without
+/// The logins `outboxctl web` serves: `[console]`'s, as the dispatcher's listener would. The
+/// session key file is not read (outboxctl reads the config without keys): without
 /// `session_key` (or OUTBOX_CONSOLE_SESSION_KEY) a random key signs the sessions, which then
 /// end when `web` stops.
 pub(crate) fn access(c: &ConsoleConfig) -> Result<Access, CliError> {
-    if c.users.is_empty() && c.trusted_header.is_none() {
-        return Ok(Access::read_only());
-    }
-    let invalid = |e: outbox_console::AccessError| CliError::invalid(format!("[console]: {e}"));
-    let key = match &c.session_key {
-        Some(k) => SessionKey::new(k.expose().as_bytes().to_vec()).map_err(invalid)?,
-        None => SessionKey::random().map_err(invalid)?,
-    };
-    let mut access = Access::logins(key)
-        .session_ttl(c.session_ttl)
-        .secure_cookie(c.secure_cookie);
-    for u in &c.users {
-        let role = match u.role {
-            ConsoleRole::Viewer => Role::Viewer,
-            ConsoleRole::Operator => Role::Operator,
-        };
-        access = access
-            .user(&u.name, u.password_hash.expose(), role)
-            .map_err(invalid)?;
-    }
-    if let Some(header) = &c.trusted_header {
-        access = access.trusted_header(header.clone(), c.trusted_operators.clone());
-    }
-    Ok(access)
+    c.access()
+        .map_err(|e| CliError::invalid(format!("[console]: {e}")))
 }

@@ -6,6 +6,7 @@
 
 mod console;
 mod encryption;
+mod logins;
 mod parse;
 mod raw;
 mod redact;
