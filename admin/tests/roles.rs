@@ -429,7 +429,21 @@ async fn the_dispatcher_erases_delivered_content_with_its_role_alone() {
 /// as with table rights. Nothing else is the producer's: `status` is refused (exit 7).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outboxctl_enqueues_with_the_producer_role_alone() {
-    let db = TestDb::postgres().await;
+    enqueues_with_the_producer_role_alone(TestDb::postgres().await).await;
+}
+
+/// The same on SQL Server, through the procedures (`outbox.TryAcquire`, `EnqueueOps`, …).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
+async fn outboxctl_enqueues_with_the_producer_role_alone_on_sql_server() {
+    let db = TestDb::mssql().await;
+    if db.skip_on_babelfish(outbox_tests::babelfish::NO_SC_OR_UTF8_COLLATIONS) {
+        return;
+    }
+    enqueues_with_the_producer_role_alone(db).await;
+}
+
+async fn enqueues_with_the_producer_role_alone(db: TestDb) {
     db.store().await;
     let url = db.login_as("outbox_producer").await;
     let acquired = ok(&ctl(

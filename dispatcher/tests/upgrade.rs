@@ -364,7 +364,8 @@ async fn moves_to_the_queue_layout_with_every_op(db: &TestDb) {
             "0016_component_roles",
             "0017_content_at_rest",
             "0018_database_roles",
-            "0019_minute_stats"
+            "0019_minute_stats",
+            "0020_producer_procedure"
         ]
     );
     assert_eq!(ops_seen(db).await, before, "every op as it was");

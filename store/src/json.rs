@@ -32,8 +32,9 @@ pub(crate) fn batch(ops: &[NewOp]) -> String {
 /// A batch as SQL Server's `op_insert_batch_if_lease_held.sql` reads it: the JSON array of
 /// [`op_object`]s, each with `at` (where its 32-byte request hash starts in the bytes, from 1,
 /// as T-SQL's SUBSTRING counts) and `body_bytes` (its body's length, right after the hash),
-/// and the bytes: every op's hash and body, one after the other.
-pub(crate) fn batch_bytes_apart(ops: &[NewOp]) -> (String, Vec<u8>) {
+/// and the bytes: every op's hash and body, one after the other. With `supersede`, each object
+/// also says whether its op supersedes older pending ones (`outbox.EnqueueOps` reads that).
+pub(crate) fn batch_bytes_apart(ops: &[NewOp], supersede: bool) -> (String, Vec<u8>) {
     let mut bytes = Vec::with_capacity(ops.iter().map(|o| 32 + o.body.len()).sum());
     let ops: Vec<serde_json::Value> = ops
         .iter()
@@ -41,6 +42,9 @@ pub(crate) fn batch_bytes_apart(ops: &[NewOp]) -> (String, Vec<u8>) {
             let mut object = op_object(o);
             object.insert("at".into(), (bytes.len() as u64 + 1).into());
             object.insert("body_bytes".into(), (o.body.len() as u64).into());
+            if supersede {
+                object.insert("supersede".into(), o.supersede_pending.into());
+            }
             bytes.extend_from_slice(&o.request_hash);
             bytes.extend_from_slice(&o.body);
             object.into()

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+mod calls;
 pub mod dispatch;
 mod driver;
 mod enqueue;
@@ -260,7 +261,7 @@ impl Store {
             (BackendStore::Sqlite(_), Conn::Sqlite(c)) => {
                 enqueue::on::<SqliteStore>(c, lease, op).await
             }
-            (BackendStore::Mssql(_), Conn::Mssql(c)) => enqueue::on::<MsStore>(c, lease, op).await,
+            (BackendStore::Mssql(b), Conn::Mssql(c)) => b.op_enqueue_in(c, lease, op).await,
             (_, conn) => Err(InvalidInput::new(
                 "transaction",
                 format!(

@@ -50,6 +50,7 @@ const POSTGRES: &[Migration] = &[
     migration!("postgres", 0017, "content_at_rest"),
     migration!("postgres", 0018, "database_roles"),
     migration!("postgres", 0019, "minute_stats"),
+    migration!("postgres", 0020, "producer_procedure"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const SQLITE: &[Migration] = &[
@@ -72,6 +73,7 @@ const SQLITE: &[Migration] = &[
     migration!("sqlite", 0017, "content_at_rest"),
     migration!("sqlite", 0018, "database_roles"),
     migration!("sqlite", 0019, "minute_stats"),
+    migration!("sqlite", 0020, "producer_procedure"),
 ];
 #[allow(clippy::zero_prefixed_literal)]
 const MSSQL: &[Migration] = &[
@@ -94,6 +96,7 @@ const MSSQL: &[Migration] = &[
     migration!("mssql", 0017, "content_at_rest"),
     migration!("mssql", 0018, "database_roles"),
     migration!("mssql", 0019, "minute_stats"),
+    migration!("mssql", 0020, "producer_procedure"),
 ];
 
 /// The migrations this build carries for `backend`, in order.
@@ -245,7 +248,8 @@ mod tests {
                 "0016_component_roles",
                 "0017_content_at_rest",
                 "0018_database_roles",
-                "0019_minute_stats"
+                "0019_minute_stats",
+                "0020_producer_procedure"
             ]
         );
     }

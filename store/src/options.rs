@@ -26,8 +26,8 @@ pub struct StoreOptions {
     /// through a connection pooler in transaction mode. Default: none (LISTEN on the store's
     /// own connections, or no LISTEN through such a pooler).
     pub listen_url: Option<String>,
-    /// PostgreSQL: how a producer's lease and enqueue calls reach the tables. Default:
-    /// [`ProducerCalls::Auto`].
+    /// PostgreSQL and SQL Server: how a producer's lease and enqueue calls reach the tables.
+    /// Default: [`ProducerCalls::Auto`]. SQLite has no roles: always the statements.
     pub producer_calls: ProducerCalls,
 }
 
@@ -46,19 +46,25 @@ impl Default for StoreOptions {
     }
 }
 
-/// PostgreSQL: how a producer's lease and enqueue calls reach the tables (issue 37).
+/// PostgreSQL and SQL Server: how a producer's lease and enqueue calls reach the tables (issue
+/// 37). SQLite has no roles and always runs the statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ProducerCalls {
     /// The statements when the login may insert requests and write leases itself (the
-    /// migrating role, or table grants), the functions otherwise (a login holding the role
+    /// migrating role, or table grants), the SQL API otherwise (a login holding the role
     /// `outbox_producer` alone); asked once per store, at its first producer call.
     #[default]
     Auto,
     /// The lease and enqueue statements: the login needs rights on the tables.
     Statements,
-    /// The SQL API's functions, which run with their owner's rights: `outbox.try_acquire`,
-    /// `renew`, `release` and `enqueue_batch`. A rejection is kept by the function (through
-    /// `dblink`, as for workers in other languages), and inside the caller's transaction
-    /// ([`crate::Store::op_enqueue_in`]) each call runs in a savepoint.
+    /// The SQL API. On PostgreSQL its functions, which run with their owner's rights:
+    /// `outbox.try_acquire`, `renew`, `release` and `enqueue_batch`; a rejection is kept by the
+    /// function (through `dblink`, as for workers in other languages), and inside the caller's
+    /// transaction ([`crate::Store::op_enqueue_in`]) each call runs in a savepoint. On SQL
+    /// Server its procedures, which reach the tables through ownership chaining:
+    /// `outbox.TryAcquire`, `Renew`, `Release` and `EnqueueOps`; a rejection or a conflict is
+    /// an answer, not an error, so the caller's transaction stays usable, and the rejection is
+    /// kept by the procedure (in a transaction of its own, or inside the caller's through the
+    /// loopback linked server of `0004_sql_api.sql`).
     Functions,
 }

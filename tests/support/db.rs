@@ -208,6 +208,7 @@ impl TestDb {
             "0017_content_at_rest",
             "0018_database_roles",
             "0019_minute_stats",
+            "0020_producer_procedure",
         ]
     }
 

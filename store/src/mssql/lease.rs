@@ -21,6 +21,9 @@ impl MsStore {
         ttl_ms: i64,
     ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
         check_resource(resource)?;
+        if self.producer_procedures().await? {
+            return self.lease_acquire_by_procedure(resource, ttl_ms).await;
+        }
         let row = self
             .fetch_optional(
                 Stmt::new(LEASE_ACQUIRE_IF_FREE)
@@ -46,6 +49,11 @@ impl MsStore {
         token: FencingToken,
         ttl_ms: i64,
     ) -> Result<Option<OffsetDateTime>, Error> {
+        if self.producer_procedures().await? {
+            return self
+                .lease_renew_by_procedure(resource, owner, token, ttl_ms)
+                .await;
+        }
         let row = self
             .fetch_optional(
                 Stmt::new(LEASE_RENEW_IF_OWNER)
@@ -64,6 +72,11 @@ impl MsStore {
         owner: OwnerId,
         token: FencingToken,
     ) -> Result<bool, Error> {
+        if self.producer_procedures().await? {
+            return self
+                .lease_release_by_procedure(resource, owner, token)
+                .await;
+        }
         let done = self
             .affected(
                 Stmt::new(LEASE_RELEASE_IF_OWNER)

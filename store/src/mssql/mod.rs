@@ -17,6 +17,7 @@ mod lease;
 mod membership;
 mod partitioning;
 mod pool;
+mod producer;
 mod stats;
 mod stmt;
 #[cfg(test)]
@@ -81,6 +82,8 @@ async fn open_checked(url: &MssqlUrl) -> Result<Client, Error> {
 #[derive(Debug, Clone)]
 pub(crate) struct MsStore {
     pub(crate) pool: bb8::Pool<Manager>,
+    /// How a producer's calls reach the tables (`producer.rs`).
+    producer: crate::calls::CallsChoice,
 }
 
 impl MsStore {
@@ -102,7 +105,10 @@ impl MsStore {
             // round trip before every checkout.
             .test_on_check_out(false)
             .build_unchecked(Manager { url });
-        Ok(MsStore { pool })
+        Ok(MsStore {
+            pool,
+            producer: crate::calls::CallsChoice::new(options.producer_calls),
+        })
     }
 
     /// bb8 closes idle connections as the pool is dropped; nothing waits here.
@@ -158,6 +164,12 @@ impl MsStore {
         lease: &Lease,
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
+        if self.producer_procedures().await? {
+            let one = self
+                .enqueue_by_procedure(lease, std::slice::from_ref(op), producer::Stage::Enqueue)
+                .await?;
+            return Ok(one.map(the_one));
+        }
         if op.supersede_pending {
             return enqueue::in_transaction(self, lease, op).await;
         }
@@ -184,8 +196,13 @@ impl MsStore {
         lease: &Lease,
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
+        if self.producer_procedures().await? {
+            return self
+                .enqueue_by_procedure(lease, ops, producer::Stage::Batch)
+                .await;
+        }
         let mut tx = self.begin().await?;
-        let (batch, bytes) = crate::json::batch_bytes_apart(ops);
+        let (batch, bytes) = crate::json::batch_bytes_apart(ops, false);
         let rows = Stmt::new(OP_INSERT_BATCH_IF_LEASE_HELD)
             .bind(lease.resource.as_str())
             .bind(lease.owner_id.as_uuid())
@@ -216,7 +233,33 @@ impl MsStore {
         enqueue::assemble::<Self>(tx, lease, ops, &inserted).await
     }
 
+    /// The fenced enqueue inside the caller's transaction `c`: the statements' flow, or for a
+    /// user holding `outbox_producer` alone the procedure, which answers a rejection or a
+    /// conflict without an error, so the caller's transaction stays usable either way.
+    pub(crate) async fn op_enqueue_in(
+        &self,
+        c: &mut Client,
+        lease: &Lease,
+        op: &NewOp,
+    ) -> Result<EnqueueResult, Error> {
+        if !self.producer_procedures().await? {
+            return enqueue::on::<Self>(c, lease, op).await;
+        }
+        let one = producer::enqueue(
+            c,
+            lease,
+            std::slice::from_ref(op),
+            producer::Stage::InCallerTransaction,
+        )
+        .await?;
+        Ok(one.map(the_one))
+    }
+
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
+        if self.producer_procedures().await? {
+            // outbox.EnqueueOps kept it (a user holding outbox_producer cannot).
+            return Ok(());
+        }
         self.execute(
             Stmt::new(REJECTION_INSERT)
                 .bind(r.resource.as_str())
@@ -237,6 +280,11 @@ impl MsStore {
             .await?;
         rows.iter().map(rejection_row).collect()
     }
+}
+
+/// The one op a single enqueue gave to a batch call.
+fn the_one(mut ops: Vec<Enqueued>) -> Enqueued {
+    ops.swap_remove(0)
 }
 
 /// What `server_product.sql` says of the server a connection reached.

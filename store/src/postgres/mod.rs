@@ -66,7 +66,7 @@ pub(crate) struct PgStore {
     /// Where LISTEN runs when not on `pool` (`StoreOptions::listen_url`).
     listen: Option<PgPool>,
     /// How a producer's calls reach the tables (`producer.rs`).
-    producer: producer::Choice,
+    producer: crate::calls::CallsChoice,
 }
 
 impl PgStore {
@@ -106,7 +106,7 @@ impl PgStore {
             begin,
             route,
             listen,
-            producer: producer::Choice::new(options.producer_calls),
+            producer: crate::calls::CallsChoice::new(options.producer_calls),
         })
     }
 

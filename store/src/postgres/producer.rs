@@ -1,16 +1,14 @@
 //! A producer's calls for a login holding the role `outbox_producer` alone (issue 37): leases
 //! through `outbox.try_acquire`, `renew` and `release`, enqueues through `outbox.enqueue_batch`,
 //! each run with its owner's rights. Which way a store's calls go (`StoreOptions::producer_calls`)
-//! is asked once, at its first producer call; the statements' way is the rest of this folder.
-
-use std::sync::Arc;
+//! is asked once, at its first producer call (`crate::calls`); the statements' way is the rest
+//! of this folder.
 
 use sqlx::postgres::PgDatabaseError;
-use tokio::sync::OnceCell;
 
 use super::*;
+use crate::InvalidInput;
 use crate::op::RejectReason;
-use crate::{InvalidInput, ProducerCalls};
 
 const PRODUCER_CALLS: &str = include_str!("../../sql/postgres/producer_calls.sql");
 const PRODUCER_ENQUEUE: &str = include_str!("../../sql/postgres/producer_enqueue.sql");
@@ -18,41 +16,15 @@ const PRODUCER_LEASE_ACQUIRE: &str = include_str!("../../sql/postgres/producer_l
 const PRODUCER_LEASE_RENEW: &str = include_str!("../../sql/postgres/producer_lease_renew.sql");
 const PRODUCER_LEASE_RELEASE: &str = include_str!("../../sql/postgres/producer_lease_release.sql");
 
-/// The configured choice and, for [`ProducerCalls::Auto`], the answer once asked.
-#[derive(Debug, Clone)]
-pub(crate) struct Choice {
-    configured: ProducerCalls,
-    /// Whether the calls go through the functions, once asked.
-    asked: Arc<OnceCell<bool>>,
-}
-
-impl Choice {
-    pub(crate) fn new(configured: ProducerCalls) -> Choice {
-        Choice {
-            configured,
-            asked: Arc::new(OnceCell::new()),
-        }
-    }
-}
-
 impl PgStore {
     /// Whether this store's producer calls (leases and enqueues) go through the functions.
     pub(crate) async fn producer_functions(&self) -> Result<bool, Error> {
-        match self.producer.configured {
-            ProducerCalls::Statements => return Ok(false),
-            ProducerCalls::Functions => return Ok(true),
-            ProducerCalls::Auto => {}
-        }
-        if let Some(functions) = self.producer.asked.get() {
-            return Ok(*functions);
-        }
-        // Before the schema exists the answer is not kept: asked again once it does.
-        let Some(row) = query(PRODUCER_CALLS).optional_on(self).await? else {
-            return Ok(false);
-        };
-        let functions = !row.col::<bool>("may_write")?;
-        let _ = self.producer.asked.set(functions);
-        Ok(functions)
+        self.producer
+            .through_api(|| async {
+                let row = query(PRODUCER_CALLS).optional_on(self).await?;
+                row.map(|r| r.col::<bool>("may_write")).transpose()
+            })
+            .await
     }
 
     /// `outbox.try_acquire`: the owner id is the function's.

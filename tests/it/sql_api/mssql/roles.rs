@@ -258,3 +258,229 @@ async fn each_role_is_refused_what_it_must_not_do_and_runs_its_component() {
     assert!(db.admin_log().await.iter().any(|l| l.contains("replay")));
     owner.close().await;
 }
+
+fn statement(key: &str, body: &str) -> Operation {
+    Operation::post("statements", "/v1/statements")
+        .json(&serde_json::json!({ "body": body }))
+        .idempotency_key(key)
+        .build()
+        .expect("an op")
+}
+
+/// Runs `sql` on `c` (the caller's transaction).
+async fn on(c: &mut outbox_store::mssql::Client, sql: &str) {
+    c.simple_query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .into_results()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Issue 37, item 1 on SQL Server: the Rust producer needs `outbox_producer` alone. Its store
+/// finds that the user may not write the tables and calls the procedures instead (TryAcquire,
+/// Renew, Release, EnqueueOps): leases, an enqueue, a duplicate with its state, a conflict, a
+/// stale token (kept as a rejection by the procedure), a batch all or nothing, an enqueue in
+/// the caller's transaction (committed, rolled back, and refused with the transaction still
+/// usable), and older pending ops superseded. The rows are those the statements write: the
+/// owner's store sees the same request as a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
+async fn the_rust_producer_runs_with_the_producer_role_alone() {
+    use outbox_producer::Error as E;
+    let db = TestDb::mssql().await;
+    if db.skip_on_babelfish(outbox_tests::babelfish::NO_SC_OR_UTF8_COLLATIONS) {
+        return;
+    }
+    let owner = db.store().await;
+    let url = db.login_as("outbox_producer").await;
+    refused(
+        &url,
+        "producer",
+        &["INSERT INTO dbo.outbox_requests (resource, fence) VALUES (N'r', 1)"],
+    )
+    .await;
+    let outbox = outbox_producer::Outbox::connect_with(&url, TestDb::options())
+        .await
+        .expect("connect as the producer");
+    let ttl = Duration::from_secs(30);
+    let lease = outbox
+        .try_acquire("account:1", ttl)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(
+        outbox
+            .try_acquire("account:1", ttl)
+            .await
+            .expect("busy")
+            .is_none()
+    );
+    let renewed = outbox
+        .renew(&lease, ttl)
+        .await
+        .expect("renew")
+        .expect("held");
+    assert_eq!(
+        (renewed.owner_id, renewed.token),
+        (lease.owner_id, lease.token)
+    );
+
+    let first = outbox
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("enqueue");
+    assert!(!first.duplicate);
+    let again = outbox
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("duplicate");
+    assert!(again.duplicate && again.op_id == first.op_id && again.seq == first.seq);
+    assert_eq!(again.state, outbox_store::OpState::Pending);
+    match outbox.enqueue(&lease, &statement("k-1", "b")).await {
+        Err(E::IdempotencyConflict { existing_op_id }) => assert_eq!(existing_op_id, first.op_id),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let as_owner = db.outbox().await;
+    let seen_by_owner = as_owner
+        .enqueue(&lease, &statement("k-1", "a"))
+        .await
+        .expect("the statements' way");
+    assert!(seen_by_owner.duplicate && seen_by_owner.op_id == first.op_id);
+
+    // A batch: every op or none; a key twice in one batch is one op.
+    let batch = outbox
+        .enqueue_batch(
+            &lease,
+            &[
+                statement("k-2", "a"),
+                statement("k-3", "a"),
+                statement("k-2", "a"),
+            ],
+        )
+        .await
+        .expect("batch");
+    assert_eq!(batch.len(), 3);
+    assert!(!batch[0].duplicate && !batch[1].duplicate && batch[2].duplicate);
+    assert_eq!(batch[2].op_id, batch[0].op_id);
+    let before = db.states().await;
+    match outbox
+        .enqueue_batch(
+            &lease,
+            &[statement("k-4", "a"), statement("k-2", "changed")],
+        )
+        .await
+    {
+        Err(E::IdempotencyConflict { existing_op_id }) => {
+            assert_eq!(existing_op_id, batch[0].op_id)
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    match outbox
+        .enqueue_batch(
+            &lease,
+            &[statement("k-4", "a"), statement("k-4", "changed")],
+        )
+        .await
+    {
+        Err(E::IdempotencyConflict { .. }) => {}
+        other => panic!("expected a conflict within the batch, got {other:?}"),
+    }
+    assert_eq!(db.states().await, before, "a refused batch writes nothing");
+
+    // The caller's transaction: committed, rolled back, and a refusal leaves it usable.
+    let stale = outbox_producer::Lease {
+        token: outbox_producer::FencingToken::new(lease.token.get() + 7),
+        ..lease.clone()
+    };
+    let mut c = outbox_store::mssql::connect(&url)
+        .await
+        .expect("the worker's connection");
+    on(&mut c, "BEGIN TRANSACTION").await;
+    outbox
+        .enqueue_in(&mut c, &lease, &statement("k-5", "a"))
+        .await
+        .expect("in the caller's transaction");
+    match outbox
+        .enqueue_in(&mut c, &stale, &statement("k-6", "a"))
+        .await
+    {
+        Err(E::Stale { current_token }) => assert_eq!(current_token, lease.token),
+        other => panic!("expected stale, got {other:?}"),
+    }
+    match outbox
+        .enqueue_in(&mut c, &lease, &statement("k-1", "b"))
+        .await
+    {
+        Err(E::IdempotencyConflict { existing_op_id }) => assert_eq!(existing_op_id, first.op_id),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    on(&mut c, "SELECT 1").await;
+    on(&mut c, "COMMIT TRANSACTION").await;
+    on(&mut c, "BEGIN TRANSACTION").await;
+    outbox
+        .enqueue_in(&mut c, &lease, &statement("k-7", "a"))
+        .await
+        .expect("in the caller's transaction");
+    on(&mut c, "ROLLBACK TRANSACTION").await;
+
+    // A stale enqueue outside a transaction, kept as a rejection by the procedure.
+    match outbox.enqueue(&stale, &statement("k-8", "a")).await {
+        Err(E::Stale { current_token }) => assert_eq!(current_token, lease.token),
+        other => panic!("expected stale, got {other:?}"),
+    }
+    // An input the procedure refuses, named by its field: the SQL API's lease bounds
+    // (outbox.Settings, 5 s at least by default) are narrower than these tests' store (1 s).
+    match outbox
+        .try_acquire("account:2", Duration::from_secs(2))
+        .await
+    {
+        Err(E::Invalid(e)) => assert_eq!(e.field, "ttl", "{e}"),
+        other => panic!("expected an invalid ttl, got {other:?}"),
+    }
+
+    // A newer owner supersedes the older one's pending ops.
+    assert!(outbox.release(&lease).await.expect("release"));
+    assert!(!outbox.release(&lease).await.expect("released already"));
+    let newer = outbox
+        .try_acquire("account:1", ttl)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(newer.token > lease.token && newer.owner_id != lease.owner_id);
+    outbox
+        .enqueue(
+            &newer,
+            &Operation::post("statements", "/v1/statements")
+                .idempotency_key("k-9")
+                .supersede_pending()
+                .build()
+                .expect("an op"),
+        )
+        .await
+        .expect("enqueue");
+
+    let states = db.states().await;
+    let states: Vec<(&str, &str)> = states
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("k-1", "superseded"),
+            ("k-2", "superseded"),
+            ("k-3", "superseded"),
+            ("k-5", "superseded"),
+            ("k-9", "pending"),
+        ]
+    );
+    let rejections = owner.rejection_list(10).await.expect("rejections");
+    assert!(
+        rejections.iter().any(|r| r.reason == "stale"
+            && r.idempotency_key.as_deref() == Some("k-8")
+            && r.stage == "enqueue"),
+        "kept by the procedure: {rejections:?}"
+    );
+    owner.close().await;
+}

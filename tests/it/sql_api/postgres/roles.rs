@@ -165,7 +165,8 @@ async fn a_worker_granted_before_the_producer_role_keeps_its_calls() {
             "0016_component_roles",
             "0017_content_at_rest",
             "0018_database_roles",
-            "0019_minute_stats"
+            "0019_minute_stats",
+            "0020_producer_procedure"
         ]
     );
     let lease = acquire(&mut worker, "billing:2", "30 seconds").await;

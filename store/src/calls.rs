@@ -1,0 +1,52 @@
+//! Which way a store's producer calls (leases and enqueues) reach the tables (issue 37): as
+//! [`ProducerCalls`] is configured, or for [`ProducerCalls::Auto`] as the backend answered once
+//! asked whether this login may write the tables itself.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::OnceCell;
+
+use crate::ProducerCalls;
+use crate::error::Error;
+
+/// The configured choice and, for [`ProducerCalls::Auto`], the answer once asked.
+#[derive(Debug, Clone)]
+pub(crate) struct CallsChoice {
+    configured: ProducerCalls,
+    /// Whether the calls go through the SQL API, once asked.
+    asked: Arc<OnceCell<bool>>,
+}
+
+impl CallsChoice {
+    pub(crate) fn new(configured: ProducerCalls) -> CallsChoice {
+        CallsChoice {
+            configured,
+            asked: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Whether the calls go through the SQL API's functions (PostgreSQL) or procedures (SQL
+    /// Server). For `Auto`, `may_write` asks the database whether this login may insert
+    /// requests and write leases itself: `None` while the schema does not exist yet, an answer
+    /// not kept, so it is asked again once it does (a producer that migrates first).
+    pub(crate) async fn through_api<F, Fut>(&self, may_write: F) -> Result<bool, Error>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Option<bool>, Error>>,
+    {
+        match self.configured {
+            ProducerCalls::Statements => return Ok(false),
+            ProducerCalls::Functions => return Ok(true),
+            ProducerCalls::Auto => {}
+        }
+        if let Some(through_api) = self.asked.get() {
+            return Ok(*through_api);
+        }
+        let Some(may_write) = may_write().await? else {
+            return Ok(false);
+        };
+        let _ = self.asked.set(!may_write);
+        Ok(!may_write)
+    }
+}
