@@ -437,7 +437,7 @@ async fn outboxctl_enqueues_with_the_producer_role_alone() {
 #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
 async fn outboxctl_enqueues_with_the_producer_role_alone_on_sql_server() {
     let db = TestDb::mssql().await;
-    if db.skip_on_babelfish(outbox_tests::babelfish::NO_SC_OR_UTF8_COLLATIONS) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::NO_OWNERSHIP_CHAINING) {
         return;
     }
     enqueues_with_the_producer_role_alone(db).await;

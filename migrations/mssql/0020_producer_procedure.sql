@@ -106,7 +106,7 @@ BEGIN
         THROW 51000, N'invalid ops: must hold 1..=1000 ops', 1;
 
     -- Each op, as outbox.Enqueue checks its one, and the shapes the caller computed.
-    DECLARE @ord int = 0;
+    DECLARE @ord int = -1;  -- OPENJSON numbers the elements from 0
     WHILE @problem IS NULL
     BEGIN
         SET @ord = (SELECT MIN(ord) FROM @batch WHERE ord > @ord);

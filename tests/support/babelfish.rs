@@ -46,3 +46,41 @@ the SQL API's procedures need to count characters and hash UTF-8 bytes";
 pub const SLOW_BATCHES: &str = "Babelfish compiles each statement batch afresh and logs in \
 slowly (a claim takes 60-80 ms, an outboxctl call 0.8-0.95 s), and this test's deadlines or \
 lease TTLs assume a server answering in milliseconds";
+
+/// No ownership chaining through procedures: a procedure runs with its caller's rights ("permission
+/// denied for table …" when the caller holds only `EXECUTE`), so a role that holds only
+/// `EXECUTE` on the SQL API cannot be shown to work there, only to be refused the tables.
+pub const NO_OWNERSHIP_CHAINING: &str = "Babelfish 4.3 runs a procedure with its caller's \
+rights (no ownership chaining), so a user holding only EXECUTE on the SQL API is refused its \
+tables";
+
+/// The SQL API's helpers that use what Babelfish lacks, each with a body it runs, for tests
+/// that exercise the procedures around them there: `CharCount` (no `_SC` collation; Babelfish's
+/// `LEN` counts characters already, its text being UTF-8), `HasLoneSurrogate` (its `CONVERT`
+/// of a binary to `nchar` reads single bytes; UTF-8 text holds no surrogate code unit, so 0)
+/// and `Utf8` (no `_UTF8` collation; the `varchar` bytes are the UTF-8 ones for ASCII text
+/// only, so these stand-ins are for tests whose text is ASCII). What they replace is proven on
+/// SQL Server only. `ALTER FUNCTION` is not supported there: each is dropped and created again.
+pub const SQL_API_STAND_INS: &[(&str, &str)] = &[
+    (
+        "outbox.CharCount",
+        "CREATE FUNCTION outbox.CharCount(@Text nvarchar(max)) RETURNS bigint AS \
+         BEGIN RETURN LEN(CONCAT(@Text, N'.')) - 1; END",
+    ),
+    (
+        "outbox.HasLoneSurrogate",
+        "CREATE FUNCTION outbox.HasLoneSurrogate(@Text nvarchar(max)) RETURNS bit AS \
+         BEGIN RETURN 0; END",
+    ),
+    (
+        "outbox.Utf8",
+        "CREATE FUNCTION outbox.Utf8(@Text nvarchar(max)) RETURNS varbinary(max) AS \
+         BEGIN RETURN CAST(CAST(@Text AS varchar(max)) AS varbinary(max)); END",
+    ),
+];
+
+/// LIKE reads a `-` at the end of a bracket class (`[^a-z0-9_-]`, literal on SQL Server) as
+/// part of a range, so the pattern matches nothing: the SQL API's destination check (and the
+/// table's check constraint) lets any text through there.
+pub const LIKE_CLASS_ENDING_IN_HYPHEN: &str = "Babelfish's LIKE does not read a '-' at the end \
+of a bracket class as itself, so the destination check [^a-z0-9_-] refuses nothing there";

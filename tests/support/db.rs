@@ -237,6 +237,41 @@ impl TestDb {
         true
     }
 
+    /// On Babelfish only, after the migrations: the SQL API's helpers that need what Babelfish
+    /// lacks are replaced by [`crate::babelfish::SQL_API_STAND_INS`] (said on stderr), so a
+    /// test of its ASCII text can run the procedures around them. Does nothing elsewhere.
+    pub async fn babelfish_sql_api_stand_ins(&self) {
+        if !self.babelfish {
+            return;
+        }
+        mssql::install_stand_ins(&self.url).await;
+        use std::io::Write as _;
+        let names: Vec<&str> = crate::babelfish::SQL_API_STAND_INS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** on Babelfish: {} replaced by stand-ins for ASCII text (see babelfish.rs) ***",
+            names.join(", ")
+        );
+    }
+
+    /// True, after saying so on stderr, when this is a SQL Server test on Babelfish and one of
+    /// its parts, `what`, needs what `limitation` says Babelfish lacks: the caller leaves that
+    /// part out and runs the rest. False on every other server.
+    pub fn part_not_run_on_babelfish(&self, what: &str, limitation: &str) -> bool {
+        if !self.babelfish {
+            return false;
+        }
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** on Babelfish, not run: {what}: {limitation} ***"
+        );
+        true
+    }
+
     /// The database URL, as applications would pass it.
     pub fn url(&self) -> &str {
         &self.url

@@ -325,6 +325,20 @@ pub(crate) async fn try_execute(url: &str, sql: &str) -> Result<u64, String> {
     done.map_err(|e| e.to_string())
 }
 
+/// See `TestDb::babelfish_sql_api_stand_ins`.
+pub(crate) async fn install_stand_ins(url: &str) {
+    let mut c = connect(url).await;
+    for (name, create) in crate::babelfish::SQL_API_STAND_INS {
+        batch(&mut c, &format!("DROP FUNCTION {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("drop {name}: {e}"));
+        batch(&mut c, create)
+            .await
+            .unwrap_or_else(|e| panic!("create the stand-in {name}: {e}"));
+    }
+    c.close().await.ok();
+}
+
 /// See `TestDb::shift_lease_clock`.
 pub(crate) async fn shift_lease_clock(url: &str, secs: u32) {
     let secs = i32::try_from(secs).expect("a shift below 2^31 seconds");

@@ -170,10 +170,23 @@ pub(crate) trait Col {
 }
 
 impl Col for Row {
+    /// By name as written, else ignoring case as T-SQL names compare (Babelfish for PostgreSQL
+    /// sends a procedure's `OUTPUT … AS OwnerId` as `ownerid`).
     fn col<T: Cell>(&self, name: &str) -> Result<T, Error> {
-        let data = self
-            .get_column_data(name)
-            .map_err(|_| column_err(name, "is missing from the row"))?;
+        let data = match self.get_column_data(name) {
+            Ok(data) => data,
+            Err(_) => {
+                let at = self
+                    .columns()
+                    .iter()
+                    .position(|c| c.name().eq_ignore_ascii_case(name))
+                    .ok_or_else(|| column_err(name, "is missing from the row"))?;
+                self.cells()
+                    .nth(at)
+                    .map(|(_, data)| data)
+                    .ok_or_else(|| column_err(name, "is missing from the row"))?
+            }
+        };
         T::cell(data).map_err(|reason| column_err(name, reason))
     }
 }
@@ -192,6 +205,14 @@ pub(crate) mod tests {
                 b.column(name, ColumnType::Null, data)
             })
             .build()
+    }
+
+    #[test]
+    fn a_column_is_found_by_its_name_in_any_case() {
+        let r = row(vec![("ownerid", ColumnData::I64(Some(7)))]);
+        assert_eq!(r.col::<i64>("OwnerId").unwrap(), 7);
+        let e = r.col::<i64>("Token").unwrap_err().to_string();
+        assert!(e.contains("Token") && e.contains("missing"), "{e}");
     }
 
     #[test]

@@ -55,8 +55,14 @@ async fn allowed(url: &str, role: &str, sqls: &[&str]) {
     }
 }
 
+/// A store on `url` with the options the components use: their lease calls are statements
+/// (the dispatcher's partition leases), as `outbox-dispatcher` and `outboxctl` configure them.
 async fn store_as(url: &str) -> Store {
-    Store::connect(url, TestDb::options())
+    let options = outbox_store::StoreOptions {
+        producer_calls: outbox_store::ProducerCalls::Statements,
+        ..TestDb::options()
+    };
+    Store::connect(url, options)
         .await
         .expect("connect as the role")
 }
@@ -289,18 +295,33 @@ async fn on(c: &mut outbox_store::mssql::Client, sql: &str) {
 async fn the_rust_producer_runs_with_the_producer_role_alone() {
     use outbox_producer::Error as E;
     let db = TestDb::mssql().await;
-    if db.skip_on_babelfish(outbox_tests::babelfish::NO_SC_OR_UTF8_COLLATIONS) {
-        return;
-    }
     let owner = db.store().await;
-    let url = db.login_as("outbox_producer").await;
-    refused(
-        &url,
-        "producer",
-        &["INSERT INTO dbo.outbox_requests (resource, fence) VALUES (N'r', 1)"],
-    )
-    .await;
-    let outbox = outbox_producer::Outbox::connect_with(&url, TestDb::options())
+    // On SQL Server a user holding outbox_producer alone, its calls chosen by the store; on
+    // Babelfish, which runs a procedure with its caller's rights, the owner with the
+    // procedures chosen by hand and the helpers it cannot run replaced: the procedures' logic
+    // and the Rust side are run, the rights are not.
+    let (url, calls) = if db.babelfish() {
+        db.babelfish_sql_api_stand_ins().await;
+        db.part_not_run_on_babelfish(
+            "the user holding outbox_producer alone",
+            outbox_tests::babelfish::NO_OWNERSHIP_CHAINING,
+        );
+        (db.url().to_owned(), outbox_store::ProducerCalls::Functions)
+    } else {
+        let url = db.login_as("outbox_producer").await;
+        refused(
+            &url,
+            "producer",
+            &["INSERT INTO dbo.outbox_requests (resource, fence) VALUES (N'r', 1)"],
+        )
+        .await;
+        (url, outbox_store::ProducerCalls::Auto)
+    };
+    let options = outbox_store::StoreOptions {
+        producer_calls: calls,
+        ..TestDb::options()
+    };
+    let outbox = outbox_producer::Outbox::connect_with(&url, options)
         .await
         .expect("connect as the producer");
     let ttl = Duration::from_secs(30);
@@ -482,5 +503,117 @@ async fn the_rust_producer_runs_with_the_producer_role_alone() {
             && r.stage == "enqueue"),
         "kept by the procedure: {rejections:?}"
     );
+    owner.close().await;
+}
+
+/// `outbox.EnqueueOps` trusts no caller: a producer's user may call it with anything. Each
+/// input the Rust builder would never send is refused with `THROW 51000` naming its field, and
+/// nothing is written; a valid call with the same lease then goes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
+async fn enqueue_ops_refuses_what_the_rust_builder_never_sends() {
+    let db = TestDb::mssql().await;
+    let owner = db.store().await;
+    let url = if db.babelfish() {
+        db.babelfish_sql_api_stand_ins().await;
+        db.url().to_owned()
+    } else {
+        db.login_as("outbox_producer").await
+    };
+    let held = lease(&db.outbox().await, "account:3").await;
+    let before = db.snapshot().await;
+    let hash = "0x".to_owned() + &"ab".repeat(32);
+    // One op as the Rust side sends it, with `changed` set over it.
+    let op = |changed: serde_json::Value| {
+        let mut o = serde_json::json!({
+            "op_id": "0193b5a0-0000-7000-8000-000000000001", "destination": "api", "key": "k",
+            "at": 1, "body_bytes": 0, "order_key": null, "partition": 3, "method": "POST",
+            "path": "/v1/x", "headers": "[]", "content_type": null, "expire": false,
+            "delay_ms": 0, "trace": null, "trace_state": null, "supersede": false
+        });
+        if let (Some(o), Some(changed)) = (o.as_object_mut(), changed.as_object()) {
+            o.extend(changed.clone());
+        }
+        serde_json::json!([o]).to_string()
+    };
+    let call = |ops: String, bytes: &str, stage: &str| {
+        format!(
+            "EXEC outbox.EnqueueOps @Resource = N'account:3', @OwnerId = '{}', @Token = {}, \
+             @Ops = N'{}', @Bytes = {bytes}, @Stage = '{stage}'",
+            held.owner_id,
+            held.token.get(),
+            ops.replace('\'', "''")
+        )
+    };
+    let none = || serde_json::json!({});
+    let with = |field: &str, value: serde_json::Value| serde_json::json!({ field: value });
+    let cases = [
+        (call("not json".into(), &hash, "enqueue"), "invalid ops"),
+        (call("[]".into(), &hash, "enqueue"), "invalid ops"),
+        (call(op(none()), &hash, "sent"), "invalid stage"),
+        (call(op(none()), "0x00", "enqueue"), "invalid body"),
+        (
+            call(op(with("body_bytes", 40.into())), &hash, "enqueue"),
+            "invalid body",
+        ),
+        (
+            call(op(with("partition", 5000.into())), &hash, "enqueue"),
+            "invalid partition",
+        ),
+        (
+            call(op(with("method", "post".into())), &hash, "enqueue"),
+            "invalid method",
+        ),
+        (
+            call(
+                op(with("path", "//evil.example/x".into())),
+                &hash,
+                "enqueue",
+            ),
+            "invalid path",
+        ),
+        (
+            call(op(with("op_id", serde_json::Value::Null)), &hash, "enqueue"),
+            "invalid op_id",
+        ),
+        (
+            call(
+                op(with("delay_ms", serde_json::Value::Null)),
+                &hash,
+                "enqueue",
+            ),
+            "invalid op",
+        ),
+        (
+            call(op(with("trace_state", "a=b".into())), &hash, "enqueue"),
+            "invalid tracestate",
+        ),
+    ];
+    let mut cases = cases.to_vec();
+    if !db.part_not_run_on_babelfish(
+        "a destination that is not a name",
+        outbox_tests::babelfish::LIKE_CLASS_ENDING_IN_HYPHEN,
+    ) {
+        cases.push((
+            call(
+                op(with("destination", "http://evil".into())),
+                &hash,
+                "enqueue",
+            ),
+            "invalid destination",
+        ));
+    }
+    for (sql, says) in &cases {
+        let e = run_as(&url, sql)
+            .await
+            .expect_err(&format!("refused: {sql}"));
+        assert!(e.contains(says), "{says}: {e}");
+    }
+    assert_eq!(db.snapshot().await, before, "nothing refused was written");
+    run_as(&url, &call(op(none()), &hash, "enqueue"))
+        .await
+        .expect("a valid call goes in");
+    let ops = db.ops().await;
+    assert_eq!(ops.len(), 1);
     owner.close().await;
 }
