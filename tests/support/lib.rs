@@ -32,7 +32,8 @@ pub use wait::{wait_for, wait_until, wait_until_explained};
 
 /// Generates, for each named `async fn(TestDb)` of the calling module (which needs `tokio`), one test per backend:
 /// `sqlite::name`, `postgres::name` and `mssql::name` (ignored unless asked for, and then it
-/// fails without `OUTBOX_MSSQL_URL`: it never passes by pretending).
+/// fails without `OUTBOX_MSSQL_URL`: it never passes by pretending). Each test's future is
+/// boxed: held inline, a large one overflows the test thread's 2 MiB stack in debug builds.
 #[macro_export]
 macro_rules! conformance {
     ($($test:ident),* $(,)?) => {
@@ -40,7 +41,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
-                    super::$test($crate::TestDb::sqlite().await).await
+                    Box::pin(super::$test($crate::TestDb::sqlite().await)).await
                 }
             )*
         }
@@ -48,7 +49,7 @@ macro_rules! conformance {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
-                    super::$test($crate::TestDb::postgres().await).await
+                    Box::pin(super::$test($crate::TestDb::postgres().await)).await
                 }
             )*
         }
@@ -57,7 +58,7 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 #[ignore = "SQL Server: needs OUTBOX_MSSQL_URL and --include-ignored"]
                 async fn $test() {
-                    super::$test($crate::TestDb::mssql().await).await
+                    Box::pin(super::$test($crate::TestDb::mssql().await)).await
                 }
             )*
         }

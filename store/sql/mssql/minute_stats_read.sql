@@ -1,6 +1,6 @@
 -- What the console's charts read: every destination's counts per minute since @P1, summed over
 -- the dispatchers that wrote them, oldest first (at most two days of minutes are kept).
--- Parameters: @P1 since (a minute's start).
+-- Parameters: @P1 since (a minute's start, ISO 8601 text with an offset).
 SELECT minute, destination,
        sum(CAST(delivered AS bigint)) AS delivered, sum(CAST(retried AS bigint)) AS retried,
        sum(CAST(dead AS bigint)) AS dead,
@@ -18,6 +18,6 @@ SELECT minute, destination,
        sum(CAST(latency_le_1h AS bigint)) AS latency_le_1h,
        sum(CAST(latency_over_1h AS bigint)) AS latency_over_1h
 FROM dbo.outbox_minute_stats
-WHERE minute >= @P1
+WHERE minute >= CAST(@P1 AS datetimeoffset(7))
 GROUP BY minute, destination
 ORDER BY minute, destination

@@ -22,7 +22,7 @@ impl MsStore {
     ) -> Result<Option<(OwnerId, FencingToken, OffsetDateTime)>, Error> {
         check_resource(resource)?;
         if self.producer_procedures().await? {
-            return self.lease_acquire_by_procedure(resource, ttl_ms).await;
+            return Box::pin(self.lease_acquire_by_procedure(resource, ttl_ms)).await;
         }
         let row = self
             .fetch_optional(
@@ -50,9 +50,7 @@ impl MsStore {
         ttl_ms: i64,
     ) -> Result<Option<OffsetDateTime>, Error> {
         if self.producer_procedures().await? {
-            return self
-                .lease_renew_by_procedure(resource, owner, token, ttl_ms)
-                .await;
+            return Box::pin(self.lease_renew_by_procedure(resource, owner, token, ttl_ms)).await;
         }
         let row = self
             .fetch_optional(
@@ -73,9 +71,7 @@ impl MsStore {
         token: FencingToken,
     ) -> Result<bool, Error> {
         if self.producer_procedures().await? {
-            return self
-                .lease_release_by_procedure(resource, owner, token)
-                .await;
+            return Box::pin(self.lease_release_by_procedure(resource, owner, token)).await;
         }
         let done = self
             .affected(

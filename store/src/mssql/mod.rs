@@ -165,9 +165,12 @@ impl MsStore {
         op: &NewOp,
     ) -> Result<EnqueueResult, Error> {
         if self.producer_procedures().await? {
-            let one = self
-                .enqueue_by_procedure(lease, std::slice::from_ref(op), producer::Stage::Enqueue)
-                .await?;
+            let one = Box::pin(self.enqueue_by_procedure(
+                lease,
+                std::slice::from_ref(op),
+                producer::Stage::Enqueue,
+            ))
+            .await?;
             return Ok(one.map(the_one));
         }
         if op.supersede_pending {
@@ -197,9 +200,7 @@ impl MsStore {
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         if self.producer_procedures().await? {
-            return self
-                .enqueue_by_procedure(lease, ops, producer::Stage::Batch)
-                .await;
+            return Box::pin(self.enqueue_by_procedure(lease, ops, producer::Stage::Batch)).await;
         }
         let mut tx = self.begin().await?;
         let (batch, bytes) = crate::json::batch_bytes_apart(ops, false);
@@ -245,12 +246,12 @@ impl MsStore {
         if !self.producer_procedures().await? {
             return enqueue::on::<Self>(c, lease, op).await;
         }
-        let one = producer::enqueue(
+        let one = Box::pin(producer::enqueue(
             c,
             lease,
             std::slice::from_ref(op),
             producer::Stage::InCallerTransaction,
-        )
+        ))
         .await?;
         Ok(one.map(the_one))
     }

@@ -37,11 +37,15 @@ impl Stage {
 
 impl MsStore {
     /// Whether this store's producer calls (leases and enqueues) go through the procedures.
+    /// The question's future is boxed: it would otherwise grow every lease and enqueue call's
+    /// future, which a test's thread (2 MiB of stack) holds inline.
     pub(crate) async fn producer_procedures(&self) -> Result<bool, Error> {
         self.producer
-            .through_api(|| async {
-                let row = self.fetch_optional(Stmt::new(PRODUCER_CALLS)).await?;
-                row.map(|r| r.col::<bool>("may_write")).transpose()
+            .through_api(|| {
+                Box::pin(async {
+                    let row = self.fetch_optional(Stmt::new(PRODUCER_CALLS)).await?;
+                    row.map(|r| r.col::<bool>("may_write")).transpose()
+                })
             })
             .await
     }
