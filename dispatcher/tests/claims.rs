@@ -292,6 +292,9 @@ async fn a_claim_takes_no_more_of_a_destination_than_it_can_start(db: TestDb) {
 /// (0.1-1.5 s; about 30% of ops). Now the claim asks for the renewal at once. Ops enqueued
 /// every 250 ms over two renewal periods each arrive within a fraction of that.
 async fn no_claim_waits_for_the_next_renewal(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::SLOW_BATCHES) {
+        return;
+    }
     let receiver = Receiver::start().await;
     let dispatcher = Dispatcher::start_with(
         &db,
@@ -499,6 +502,9 @@ async fn end_with_ops_held(
 /// none without claims ahead; a graceful stop gives them back with no attempt at all. Every op
 /// is delivered either way, a held op once.
 async fn ops_held_by_a_leader_that_ends_are_delivered_and_counted(db: TestDb) {
+    if db.skip_on_babelfish(outbox_tests::babelfish::IGNORES_LOCKING_HINTS) {
+        return;
+    }
     let (killed_none, held_none) = end_with_ops_held(&db, "kill0", 0, false).await;
     let (killed, held) = end_with_ops_held(&db, "kill10", 10, false).await;
     let (stopped, held_stopped) = end_with_ops_held(&db, "stop10", 10, true).await;

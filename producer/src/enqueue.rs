@@ -9,8 +9,8 @@
 //! leaves nothing; after commit the op is durable and the dispatcher will deliver it (G6).
 
 use outbox_store::{
-    Backend, Conn, EnqueueResult, Enqueued, Lease, NewOp, NotEnqueued, RejectReason, Rejection,
-    Store,
+    Backend, Conn, EnqueueResult, EnqueueStage as Stage, Enqueued, Lease, NewOp, NotEnqueued,
+    RejectReason, Rejection, Store,
 };
 
 use crate::lease::refuse_dispatcher_lease;
@@ -144,23 +144,5 @@ impl Outbox {
 async fn record(store: &Store, rejection: &Rejection) {
     if let Err(e) = store.rejection_record(rejection).await {
         tracing::error!(error = %e, resource = %rejection.resource, "could not record a rejected enqueue");
-    }
-}
-
-/// Which call was rejected, as stored in `outbox_rejections.stage`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stage {
-    Enqueue,
-    Batch,
-    InCallerTransaction,
-}
-
-impl Stage {
-    fn name(self) -> &'static str {
-        match self {
-            Stage::Enqueue => "enqueue",
-            Stage::Batch => "enqueue_batch",
-            Stage::InCallerTransaction => "enqueue_in",
-        }
     }
 }

@@ -46,8 +46,8 @@ pub use model::{
     ResourceName, TtlBounds,
 };
 pub use op::{
-    EnqueueResult, Enqueued, Method, NewOp, NotEnqueued, OpState, RejectReason, Rejection,
-    RejectionRow,
+    EnqueueResult, EnqueueStage, Enqueued, Method, NewOp, NotEnqueued, OpState, RejectReason,
+    Rejection, RejectionRow,
 };
 pub use options::{ProducerCalls, StoreOptions};
 pub use renewal::Renewal;

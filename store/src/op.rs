@@ -207,6 +207,29 @@ pub struct Enqueued {
     pub state: OpState,
 }
 
+/// Which enqueue call was rejected, as `outbox_rejections.stage` names it: the producer's
+/// record, and on SQL Server `outbox.EnqueueOps`' own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnqueueStage {
+    /// One op, on a connection of the store's.
+    Enqueue,
+    /// A batch, all or nothing.
+    Batch,
+    /// One op inside the caller's transaction.
+    InCallerTransaction,
+}
+
+impl EnqueueStage {
+    /// The stored name: `enqueue`, `enqueue_batch` or `enqueue_in`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EnqueueStage::Enqueue => "enqueue",
+            EnqueueStage::Batch => "enqueue_batch",
+            EnqueueStage::InCallerTransaction => "enqueue_in",
+        }
+    }
+}
+
 /// Why the lease presented with an enqueue was not good enough (G4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectReason {

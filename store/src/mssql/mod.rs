@@ -168,7 +168,7 @@ impl MsStore {
             let one = Box::pin(self.enqueue_by_procedure(
                 lease,
                 std::slice::from_ref(op),
-                producer::Stage::Enqueue,
+                crate::op::EnqueueStage::Enqueue,
             ))
             .await?;
             return Ok(one.map(the_one));
@@ -200,7 +200,8 @@ impl MsStore {
         ops: &[NewOp],
     ) -> Result<Result<Vec<Enqueued>, NotEnqueued>, Error> {
         if self.producer_procedures().await? {
-            return Box::pin(self.enqueue_by_procedure(lease, ops, producer::Stage::Batch)).await;
+            return Box::pin(self.enqueue_by_procedure(lease, ops, crate::op::EnqueueStage::Batch))
+                .await;
         }
         let mut tx = self.begin().await?;
         let (batch, bytes) = crate::json::batch_bytes_apart(ops, false);
@@ -250,7 +251,7 @@ impl MsStore {
             c,
             lease,
             std::slice::from_ref(op),
-            producer::Stage::InCallerTransaction,
+            crate::op::EnqueueStage::InCallerTransaction,
         ))
         .await?;
         Ok(one.map(the_one))

@@ -5,35 +5,13 @@
 //! the statements' way is the rest of this folder.
 
 use super::*;
-use crate::op::RejectReason;
+use crate::op::{EnqueueStage as Stage, RejectReason};
 
 const PRODUCER_CALLS: &str = include_str!("../../sql/mssql/producer_calls.sql");
 const PRODUCER_ENQUEUE: &str = include_str!("../../sql/mssql/producer_enqueue.sql");
 const PRODUCER_LEASE_ACQUIRE: &str = include_str!("../../sql/mssql/producer_lease_acquire.sql");
 const PRODUCER_LEASE_RENEW: &str = include_str!("../../sql/mssql/producer_lease_renew.sql");
 const PRODUCER_LEASE_RELEASE: &str = include_str!("../../sql/mssql/producer_lease_release.sql");
-
-/// Which of the store's enqueue calls an enqueue is: a rejection the procedure keeps names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
-    /// `Store::op_enqueue`.
-    Enqueue,
-    /// `Store::op_enqueue_batch`.
-    Batch,
-    /// `Store::op_enqueue_in`.
-    InCallerTransaction,
-}
-
-impl Stage {
-    /// The name `outbox.EnqueueOps` takes, as the producer names its stages.
-    fn name(self) -> &'static str {
-        match self {
-            Stage::Enqueue => "enqueue",
-            Stage::Batch => "enqueue_batch",
-            Stage::InCallerTransaction => "enqueue_in",
-        }
-    }
-}
 
 impl MsStore {
     /// Whether this store's producer calls (leases and enqueues) go through the procedures.

@@ -4,3 +4,4 @@
 
 mod mssql;
 mod postgres;
+mod rust_producer;

@@ -324,50 +324,8 @@ async fn the_rust_producer_runs_with_the_producer_role_alone() {
     let outbox = outbox_producer::Outbox::connect_with(&url, options)
         .await
         .expect("connect as the producer");
-    let ttl = Duration::from_secs(30);
-    let lease = outbox
-        .try_acquire("account:1", ttl)
-        .await
-        .expect("acquire")
-        .expect("free");
-    assert!(
-        outbox
-            .try_acquire("account:1", ttl)
-            .await
-            .expect("busy")
-            .is_none()
-    );
-    let renewed = outbox
-        .renew(&lease, ttl)
-        .await
-        .expect("renew")
-        .expect("held");
-    assert_eq!(
-        (renewed.owner_id, renewed.token),
-        (lease.owner_id, lease.token)
-    );
-
-    let first = outbox
-        .enqueue(&lease, &statement("k-1", "a"))
-        .await
-        .expect("enqueue");
-    assert!(!first.duplicate);
-    let again = outbox
-        .enqueue(&lease, &statement("k-1", "a"))
-        .await
-        .expect("duplicate");
-    assert!(again.duplicate && again.op_id == first.op_id && again.seq == first.seq);
-    assert_eq!(again.state, outbox_store::OpState::Pending);
-    match outbox.enqueue(&lease, &statement("k-1", "b")).await {
-        Err(E::IdempotencyConflict { existing_op_id }) => assert_eq!(existing_op_id, first.op_id),
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-    let as_owner = db.outbox().await;
-    let seen_by_owner = as_owner
-        .enqueue(&lease, &statement("k-1", "a"))
-        .await
-        .expect("the statements' way");
-    assert!(seen_by_owner.duplicate && seen_by_owner.op_id == first.op_id);
+    let (lease, first) =
+        super::super::rust_producer::leases_and_keys(&outbox, &db.outbox().await, statement).await;
 
     // A batch: every op or none; a key twice in one batch is one op.
     let batch = outbox
@@ -461,25 +419,7 @@ async fn the_rust_producer_runs_with_the_producer_role_alone() {
     }
 
     // A newer owner supersedes the older one's pending ops.
-    assert!(outbox.release(&lease).await.expect("release"));
-    assert!(!outbox.release(&lease).await.expect("released already"));
-    let newer = outbox
-        .try_acquire("account:1", ttl)
-        .await
-        .expect("acquire")
-        .expect("free");
-    assert!(newer.token > lease.token && newer.owner_id != lease.owner_id);
-    outbox
-        .enqueue(
-            &newer,
-            &Operation::post("statements", "/v1/statements")
-                .idempotency_key("k-9")
-                .supersede_pending()
-                .build()
-                .expect("an op"),
-        )
-        .await
-        .expect("enqueue");
+    super::super::rust_producer::newer_owner_supersedes(&outbox, &lease).await;
 
     let states = db.states().await;
     let states: Vec<(&str, &str)> = states
