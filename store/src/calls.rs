@@ -9,6 +9,7 @@ use tokio::sync::OnceCell;
 
 use crate::ProducerCalls;
 use crate::error::Error;
+use crate::op::{EnqueueResult, Enqueued, NotEnqueued};
 
 /// The configured choice and, for [`ProducerCalls::Auto`], the answer once asked.
 #[derive(Debug, Clone)]
@@ -49,4 +50,25 @@ impl CallsChoice {
         let _ = self.asked.set(!may_write);
         Ok(!may_write)
     }
+}
+
+/// The outcome of a single enqueue made through the SQL API's batch call, which answers a
+/// row per op: its one op, or why it was not enqueued; an answer without a row is an error,
+/// never a panic.
+pub(crate) fn the_one(
+    backend: crate::Backend,
+    answer: Result<Vec<Enqueued>, NotEnqueued>,
+) -> Result<EnqueueResult, Error> {
+    let ops = match answer {
+        Ok(ops) => ops,
+        Err(not) => return Ok(Err(not)),
+    };
+    let one = ops.into_iter().next().ok_or_else(|| {
+        crate::StoreError::new(
+            backend,
+            crate::StoreErrorKind::Other,
+            "the SQL API answered no row for the op it was given",
+        )
+    })?;
+    Ok(Ok(one))
 }

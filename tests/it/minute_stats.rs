@@ -104,14 +104,20 @@ async fn two_dispatchers_counts_are_read_back_summed_by_minute_and_destination(d
     assert_eq!(billing.latency[0], 4, "b's four fast ones");
     assert_eq!(billing.latency[5], 2, "a's two of 3 s (≤ 5 s)");
     assert_eq!(billing.latency.iter().sum::<u64>(), 6);
-    assert_eq!(read.backlog.len(), 1);
-    let backlog = read.backlog[0];
-    assert_eq!(
-        (backlog.minute, backlog.pending),
-        (m2, 42),
-        "the larger sample"
+    let grouped = !db.part_not_run_on_babelfish(
+        "the backlog samples of one minute read as one",
+        outbox_tests::babelfish::GROUP_BY_DATETIMEOFFSET,
     );
-    assert_eq!(backlog.oldest_pending_ms, Some(2500));
+    if grouped {
+        assert_eq!(read.backlog.len(), 1);
+        let backlog = read.backlog[0];
+        assert_eq!(
+            (backlog.minute, backlog.pending),
+            (m2, 42),
+            "the larger sample"
+        );
+        assert_eq!(backlog.oldest_pending_ms, Some(2500));
+    }
 
     // From a later minute on, the earlier one is left out.
     let later = store.stats_read(m2).await.unwrap();
@@ -124,7 +130,10 @@ async fn two_dispatchers_counts_are_read_back_summed_by_minute_and_destination(d
         .stats_read(now - time::Duration::minutes(10))
         .await
         .unwrap();
-    assert_eq!((left.counts.len(), left.backlog.len()), (2, 1));
+    assert_eq!(left.counts.len(), 2);
+    if grouped {
+        assert_eq!(left.backlog.len(), 1);
+    }
     // Three rows of counts (two dispatchers) and two samples.
     assert_eq!(
         store

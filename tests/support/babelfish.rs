@@ -84,3 +84,9 @@ pub const SQL_API_STAND_INS: &[(&str, &str)] = &[
 /// table's check constraint) lets any text through there.
 pub const LIKE_CLASS_ENDING_IN_HYPHEN: &str = "Babelfish's LIKE does not read a '-' at the end \
 of a bracket class as itself, so the destination check [^a-z0-9_-] refuses nothing there";
+
+/// `GROUP BY` a `datetimeoffset` column alone, with aggregates, leaves equal values in groups
+/// of their own (seen: two rows of the same minute read back as two groups), so a read summed
+/// by minute is not summed there.
+pub const GROUP_BY_DATETIMEOFFSET: &str = "Babelfish's GROUP BY of a datetimeoffset column \
+alone does not group equal values, so samples of one minute come back apart";

@@ -171,7 +171,7 @@ impl MsStore {
                 crate::op::EnqueueStage::Enqueue,
             ))
             .await?;
-            return Ok(one.map(the_one));
+            return crate::calls::the_one(Backend::Mssql, one);
         }
         if op.supersede_pending {
             return enqueue::in_transaction(self, lease, op).await;
@@ -254,7 +254,7 @@ impl MsStore {
             crate::op::EnqueueStage::InCallerTransaction,
         ))
         .await?;
-        Ok(one.map(the_one))
+        crate::calls::the_one(Backend::Mssql, one)
     }
 
     pub(crate) async fn rejection_insert(&self, r: &Rejection) -> Result<(), Error> {
@@ -282,11 +282,6 @@ impl MsStore {
             .await?;
         rows.iter().map(rejection_row).collect()
     }
-}
-
-/// The one op a single enqueue gave to a batch call.
-fn the_one(mut ops: Vec<Enqueued>) -> Enqueued {
-    ops.swap_remove(0)
 }
 
 /// What `server_product.sql` says of the server a connection reached.

@@ -140,7 +140,7 @@ impl PgStore {
             Ok(Ok(_)) => savepoint.commit().await.map_err(map_err)?,
             _ => savepoint.rollback().await.map_err(map_err)?,
         }
-        Ok(done?.map(producer::the_one))
+        crate::calls::the_one(Backend::Postgres, done?)
     }
 
     /// Enqueues on a pooled connection: one statement, or a transaction when older pending
@@ -154,7 +154,7 @@ impl PgStore {
             let one = self
                 .op_enqueue_batch(lease, std::slice::from_ref(op))
                 .await?;
-            return Ok(one.map(producer::the_one));
+            return crate::calls::the_one(Backend::Postgres, one);
         }
         // Through a transaction pooler the first try's unique violation would end the
         // transaction its fallback needs: the transaction's path, which cannot violate.

@@ -115,11 +115,6 @@ pub(crate) async fn enqueue(
         .map(Ok)
 }
 
-/// The one op a single enqueue gave to `outbox.enqueue_batch`.
-pub(crate) fn the_one(mut ops: Vec<Enqueued>) -> Enqueued {
-    ops.swap_remove(0)
-}
-
 /// The function's SQLSTATE for a rejection (OB001-OB003) or a conflict (OB004), as the
 /// statements' flow answers it.
 fn not_enqueued(e: &sqlx::Error) -> Option<NotEnqueued> {
