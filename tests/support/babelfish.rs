@@ -1,6 +1,8 @@
 //! What Babelfish for PostgreSQL 4.3 lacks that some SQL Server tests need, each seen on a
 //! real server (issue 25). A test that needs one calls `TestDb::skip_on_babelfish` with it and
-//! returns there; on SQL Server it runs in full. Each text says what Babelfish does instead.
+//! returns there, or `TestDb::part_not_run_on_babelfish` to leave out only that part; on SQL
+//! Server it runs in full. Each text says what Babelfish does instead. Also the stand-ins for
+//! the SQL API's helpers Babelfish cannot run (`TestDb::babelfish_sql_api_stand_ins`).
 //! Also the URL setting with which tests and benchmarks open a store there.
 
 /// `url` with `AllowBabelfishForTests=true` (added, or in place of its own value), without
