@@ -72,3 +72,32 @@ pub(crate) fn the_one(
     })?;
     Ok(Ok(one))
 }
+
+/// The field a refusal of the SQL API names, as the builder's own checks name it: `op` for a
+/// name it does not use.
+pub(crate) fn api_field(name: &str) -> &'static str {
+    const FIELDS: &[&str] = &[
+        "resource",
+        "owner_id",
+        "token",
+        "ttl",
+        "ops",
+        "op",
+        "op_id",
+        "stage",
+        "destination",
+        "method",
+        "path",
+        "headers",
+        "body",
+        "content_type",
+        "idempotency_key",
+        "order_key",
+        "not_before",
+        "traceparent",
+        "tracestate",
+        "request_hash",
+        "partition",
+    ];
+    FIELDS.iter().find(|f| **f == name).copied().unwrap_or("op")
+}

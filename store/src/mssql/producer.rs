@@ -223,37 +223,8 @@ fn refusal(e: Error) -> Error {
         .strip_prefix("invalid ")
         .and_then(|rest| rest.split_once(": "))
         .unwrap_or(("op", message.as_str()));
-    let field = FIELDS
-        .iter()
-        .find(|f| **f == field)
-        .copied()
-        .unwrap_or("op");
-    InvalidInput::new(field, reason.to_owned()).into()
+    InvalidInput::new(crate::calls::api_field(field), reason.to_owned()).into()
 }
-
-/// The SQL API's field names, as the builder's own checks name them.
-const FIELDS: &[&str] = &[
-    "resource",
-    "owner_id",
-    "token",
-    "ttl",
-    "ops",
-    "op",
-    "op_id",
-    "stage",
-    "destination",
-    "method",
-    "path",
-    "headers",
-    "body",
-    "content_type",
-    "idempotency_key",
-    "order_key",
-    "not_before",
-    "traceparent",
-    "tracestate",
-    "partition",
-];
 
 #[cfg(test)]
 mod tests {

@@ -155,34 +155,7 @@ fn refusal(e: Error) -> Error {
     if db.code() != "OB005" {
         return e;
     }
-    // The SQL API's field names, as the builder's own checks name them.
-    const FIELDS: &[&str] = &[
-        "resource",
-        "owner_id",
-        "token",
-        "ttl",
-        "ops",
-        "op",
-        "op_id",
-        "destination",
-        "method",
-        "path",
-        "headers",
-        "body",
-        "content_type",
-        "idempotency_key",
-        "order_key",
-        "not_before",
-        "traceparent",
-        "tracestate",
-        "request_hash",
-        "partition",
-    ];
-    let field = FIELDS
-        .iter()
-        .find(|f| db.column() == Some(**f))
-        .copied()
-        .unwrap_or("op");
+    let field = crate::calls::api_field(db.column().unwrap_or("op"));
     let reason = db
         .message()
         .split_once(": ")
